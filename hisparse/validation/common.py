@@ -1,0 +1,105 @@
+"""Small declarative checks; each raises InputError naming the argument and what is allowed."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from hisparse.errors import InputError
+
+
+def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:
+    return " or ".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+def check_tensor(
+    name: str,
+    t: object,
+    *,
+    dtypes: Sequence[torch.dtype] | torch.dtype | None = None,
+    ndim: int | None = None,
+    shape: Sequence[int | None] | None = None,
+    min_shape: Sequence[int | None] | None = None,
+    device: torch.device | None = None,
+    inner_contiguous: bool = False,
+) -> torch.Tensor:
+    """Check one tensor argument. ``shape``/``min_shape`` entries of None are not checked.
+
+    ``inner_contiguous`` requires every dimension but the first to be densely packed (only the row
+    stride may differ), which is what the kernels index with.
+    """
+    if not isinstance(t, torch.Tensor):
+        raise InputError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if dtypes is not None:
+        allowed = (dtypes,) if isinstance(dtypes, torch.dtype) else tuple(dtypes)
+        if t.dtype not in allowed:
+            raise InputError(f"{name}: dtype must be {_dtype_names(allowed)}, got {str(t.dtype).replace('torch.', '')}")
+    if ndim is not None and t.dim() != ndim:
+        raise InputError(f"{name}: must have {ndim} dimensions, got shape {tuple(t.shape)}")
+    if shape is not None:
+        for i, want in enumerate(shape):
+            if want is not None and t.shape[i] != want:
+                raise InputError(f"{name}: dimension {i} must be {want}, got shape {tuple(t.shape)}")
+    if min_shape is not None:
+        for i, want in enumerate(min_shape):
+            if want is not None and t.shape[i] < want:
+                raise InputError(f"{name}: dimension {i} must be >= {want}, got shape {tuple(t.shape)}")
+    if device is not None and t.device != device:
+        raise InputError(f"{name}: must be on {device} like the other tensors, got {t.device}")
+    if inner_contiguous and t.dim() > 1 and not t[0].is_contiguous():
+        raise InputError(f"{name}: all dimensions but the first must be contiguous, got strides {t.stride()}")
+    return t
+
+
+def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None = None) -> int:
+    """Check an integer scalar in [lo, hi] (bounds inclusive, None = unbounded)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{name}: must be an int, got {value!r}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        lo_s = "-inf" if lo is None else str(lo)
+        hi_s = "inf" if hi is None else str(hi)
+        raise InputError(f"{name}: must be in [{lo_s}, {hi_s}], got {value}")
+    return value
+
+
+def check_same_row_stride(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:
+    if a.stride(0) != b.stride(0):
+        raise InputError(
+            f"{name_b}: must have the same row stride as {name_a} ({a.stride(0)}), got {b.stride(0)}"
+        )
+
+
+def check_plan(
+    miss_src: torch.Tensor | None,
+    miss_dst: torch.Tensor | None,
+    miss_count: torch.Tensor | None,
+    *,
+    batch: int,
+    min_width: int,
+    device: torch.device,
+) -> bool:
+    """Miss plan: all three tensors or none. Returns True when a plan is recorded."""
+    given = [x is not None for x in (miss_src, miss_dst, miss_count)]
+    if not any(given):
+        return False
+    if not all(given):
+        raise InputError("miss_src, miss_dst, miss_count: pass all three (to record a miss plan) or none")
+    check_tensor("miss_src", miss_src, dtypes=torch.int64, ndim=2, min_shape=(batch, min_width), device=device)
+    check_tensor("miss_dst", miss_dst, dtypes=torch.int32, ndim=2, min_shape=(batch, min_width), device=device)
+    check_tensor("miss_count", miss_count, dtypes=torch.int32, ndim=1, min_shape=(batch,), device=device)
+    for n, t in (("miss_src", miss_src), ("miss_dst", miss_dst)):
+        if t.stride(1) != 1:
+            raise InputError(f"{n}: rows must be contiguous, got strides {t.stride()}")
+    return True
+
+
+def item_rows(name: str, t: torch.Tensor, item_size_bytes: int, *, device: torch.device | None = None) -> int:
+    """Number of whole items in a byte-addressed KV buffer (row r at byte offset r*item_size_bytes)."""
+    check_tensor(name, t, device=device)
+    if not t.is_contiguous():
+        raise InputError(f"{name}: must be contiguous (rows are addressed as byte offsets), got strides {t.stride()}")
+    nbytes = t.numel() * t.element_size()
+    rows = nbytes // item_size_bytes
+    if rows == 0:
+        raise InputError(f"{name}: holds {nbytes} bytes, fewer than one item of {item_size_bytes} bytes")
+    return rows
