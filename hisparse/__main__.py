@@ -1,0 +1,3 @@
+from hisparse.cli import main
+
+main()

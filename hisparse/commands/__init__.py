@@ -1,0 +1,1 @@
+"""One module per `hisparse-bench` subcommand (registered in hisparse/cli.py)."""
