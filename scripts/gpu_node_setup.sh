@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Source this on an offline GPU node: installs the carried wheelhouse (.whl/ or $HISPARSE_WHEELHOUSE)
+# into /tmp/site without network, puts it and the tree on PYTHONPATH, and points the JIT cache at a
+# carried directory so kernels built in an earlier session are reused.
+# usage: source scripts/gpu_node_setup.sh
+wh=${HISPARSE_WHEELHOUSE:-.whl}
+if ls "$wh"/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wh"/*.whl || return 1
+  export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+  export PATH=/tmp/site/bin:$PATH
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export HISPARSE_CACHE_DIR=${HISPARSE_CACHE_DIR:-$PWD/.cache/hisparse/jit}
+export PYTHONUNBUFFERED=1
+hisparse_bench() { python3 -m hisparse "$@"; }
