@@ -329,61 +329,81 @@ def item_bytes(buf, item):
     return [raw[r * item : (r + 1) * item] for r in range(len(raw) // item)]
 
 
+class Observed:
+    """One random call: the inputs as they were, the tensors after, and both buffers as item rows."""
+
+    def __init__(self, kw):
+        self.kw, self.before = kw, {n: v.clone() for n, v in kw.items() if isinstance(v, torch.Tensor)}
+        self.stats = swap_single_step(**kw)
+        item = kw["item_size_bytes"]
+        self.hot = kw["lru_slots"].shape[1]
+        self.host = item_bytes(kw["host_cache"], item)
+        self.dev0, self.dev1 = item_bytes(self.before["device_buffer"], item), item_bytes(kw["device_buffer"], item)
+        self.written = set()  # device rows a miss loaded
+
+    def row(self, name, b, before=False):
+        return (self.before if before else self.kw)[name][b].tolist()
+
+
+def check_fast_row(o, b, rid, seq_len, tok, out):
+    locs = o.row("device_buffer_locs", rid)
+    assert out == [locs[t] if i < seq_len and t >= 0 else -1 for i, t in enumerate(tok)]
+    assert o.row("device_buffer_tokens", rid) == o.row("device_buffer_tokens", rid, before=True)
+    assert o.row("lru_slots", rid) == o.row("lru_slots", rid, before=True)
+    assert int(o.kw["miss_count"][b]) == 0
+
+
+def check_long_row(o, b, rid, seq_len, tok, out):
+    hot, locs = o.hot, o.row("device_buffer_locs", rid)
+    slot0, slot1 = o.row("device_buffer_tokens", rid, before=True), o.row("device_buffer_tokens", rid)
+    lru0, lru1 = o.row("lru_slots", rid, before=True), o.row("lru_slots", rid)
+    hits = [t for t in tok if t != seq_len - 1 and t in slot0[:hot]]
+    newest = int(seq_len - 1 in tok)
+    misses = len(tok) - len(hits) - newest
+    got = (o.stats.hits[b], o.stats.newest_hits[b], o.stats.misses[b], int(o.kw["miss_count"][b]))
+    assert got == (len(hits), newest, misses, misses)
+    assert sorted(lru1) == list(range(hot))
+    resident = [t for t in slot1[:hot] if t >= 0]
+    assert len(resident) == len(set(resident)) and slot1[hot:] == slot0[hot:]
+    # hits end MRU, the slots loaded by misses just before them
+    assert set(lru1[hot - len(hits):]) == {slot0.index(t) for t in hits}
+    miss_slots = {s for s in range(hot) if slot1[s] != slot0[s]}
+    assert set(lru1[hot - len(hits) - misses : hot - len(hits)]) == miss_slots and len(miss_slots) == misses
+    miss_order = []
+    for i, t in enumerate(tok):
+        if t == seq_len - 1:
+            assert out[i] == locs[hot]
+            continue
+        s = locs.index(out[i])
+        assert s < hot and slot1[s] == t
+        if t in hits:
+            assert slot0[s] == t and o.dev1[out[i]] == o.dev0[out[i]]
+        else:
+            miss_order.append(i)
+            assert o.dev1[out[i]] == o.host[int(o.kw["host_cache_locs"][rid, t])]
+            o.written.add(out[i])
+    host_rows = [int(o.kw["host_cache_locs"][rid, tok[i]]) for i in miss_order]
+    assert o.kw["miss_dst"][b, :misses].tolist() == [out[i] for i in miss_order]
+    assert o.kw["miss_src"][b].tolist() == host_rows + [-9] * (len(tok) + 1 - misses)
+    assert (out, slot1, lru1) == doc_model(tok, seq_len, list(slot0), lru0, locs, hot)[:3]
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(workloads())
 def test_random_workloads_keep_every_invariant(kw):
-    before = {n: v.clone() for n, v in kw.items() if isinstance(v, torch.Tensor)}
-    stats = swap_single_step(**kw)
-    item, hot = kw["item_size_bytes"], kw["lru_slots"].shape[1]
-    host, dev0, dev1 = item_bytes(kw["host_cache"], item), item_bytes(before["device_buffer"], item), item_bytes(kw["device_buffer"], item)
+    o = Observed(kw)
     n = int(kw["num_real_reqs"][0])
-    written = set()
     for b in range(kw["top_k_tokens"].shape[0]):
         out = kw["top_k_device_locs"][b].tolist()
         if b >= n:
             assert out == [-1] * len(out) and int(kw["miss_count"][b]) == 0
             continue
         rid, seq_len, tok = int(kw["req_pool_indices"][b]), int(kw["seq_lens"][b]), kw["top_k_tokens"][b].tolist()
-        locs, slot0, slot1 = kw["device_buffer_locs"][rid].tolist(), before["device_buffer_tokens"][rid].tolist(), kw["device_buffer_tokens"][rid].tolist()
-        if seq_len <= hot:  # fast: direct indexing, this slot's state untouched
-            assert out == [locs[t] if i < seq_len and t >= 0 else -1 for i, t in enumerate(tok)]
-            assert slot1 == slot0 and torch.equal(kw["lru_slots"][rid], before["lru_slots"][rid])
-            assert int(kw["miss_count"][b]) == 0
-            continue
-        lru0, lru1 = before["lru_slots"][rid].tolist(), kw["lru_slots"][rid].tolist()
-        hits = [t for t in tok if t != seq_len - 1 and t in slot0[:hot]]
-        newest = int(seq_len - 1 in tok)
-        misses = len(tok) - len(hits) - newest
-        assert (stats.hits[b], stats.newest_hits[b], stats.misses[b], int(kw["miss_count"][b])) == (len(hits), newest, misses, misses)
-        assert sorted(lru1) == list(range(hot))
-        resident = [t for t in slot1[:hot] if t >= 0]
-        assert len(resident) == len(set(resident)) and slot1[hot:] == slot0[hot:]
-        hit_slots = {slot0.index(t) for t in hits}
-        assert set(lru1[hot - len(hits):]) == hit_slots  # hits end MRU, the loaded slots just before
-        miss_slots = {s for s in range(hot) if slot1[s] != slot0[s]}
-        assert set(lru1[hot - len(hits) - misses : hot - len(hits)]) == miss_slots and len(miss_slots) == misses
-        miss_order = []
-        for i, t in enumerate(tok):
-            if t == seq_len - 1:
-                assert out[i] == locs[hot]
-                continue
-            s = locs.index(out[i])
-            assert s < hot and slot1[s] == t
-            if t in hits:
-                assert slot0[s] == t and dev1[out[i]] == dev0[out[i]]
-            else:
-                miss_order.append(i)
-                assert dev1[out[i]] == host[int(kw["host_cache_locs"][rid, t])]
-                written.add(out[i])
-        assert kw["miss_dst"][b, :misses].tolist() == [out[i] for i in miss_order]
-        assert kw["miss_src"][b, :misses].tolist() == [int(kw["host_cache_locs"][rid, tok[i]]) for i in miss_order]
-        assert kw["miss_src"][b, misses:].tolist() == [-9] * (len(tok) + 1 - misses)
-        model = doc_model(tok, seq_len, list(slot0), lru0, locs, hot)
-        assert (out, slot1, lru1) == (model[0], model[1], model[2])
-    assert all(dev1[r] == dev0[r] for r in range(len(dev0)) if r not in written)
+        (check_fast_row if seq_len <= o.hot else check_long_row)(o, b, rid, seq_len, tok, out)
+    assert all(o.dev1[r] == o.dev0[r] for r in range(len(o.dev0)) if r not in o.written)
     for name in ("device_buffer_locs", "host_cache_locs", "top_k_tokens", "seq_lens", "req_pool_indices"):
-        assert torch.equal(kw[name], before[name]), name
-    assert storage_bytes(kw["host_cache"]) == storage_bytes(before["host_cache"])  # bytes: NaN != NaN
+        assert torch.equal(kw[name], o.before[name]), name
+    assert storage_bytes(kw["host_cache"]) == storage_bytes(o.before["host_cache"])  # bytes: NaN != NaN
 
 
 def test_largest_workload_stays_fast_and_exact():
