@@ -1,0 +1,198 @@
+"""Every path and HISPARSE_* environment variable, in one place.
+
+Read values as ``env.X`` (never ``from hisparse.env import X``) so tests and the CLI can override them
+with ``monkeypatch.setattr(env, "X", ...)`` / ``env.X = ...`` (flashinfer's jit/env.py convention).
+
+Cheap values (paths, flags) are computed at import. Values that need a subprocess or a device query
+(``CUDA_ARCH``, ``CUDA_HOME``, ``NVCC``, ``NVCC_VERSION``) are computed on first access and then kept
+as module attributes: importing this module never touches a GPU.
+
+Variables:
+    HISPARSE_CACHE_DIR   JIT cache root (default: <repo>/.cache/hisparse/jit in a source checkout,
+                         else ./.cache/hisparse/jit). Kernels live in CACHE_DIR/<arch>/<module_name>/.
+    HISPARSE_NO_JIT=1    never compile: load prebuilt .so files from the cache or raise KernelUnavailable.
+    HISPARSE_CUDA_ARCH   target, e.g. "9.0" or "9.0a" (space-separated list allowed). Default: the
+                         capability of GPU 0, else "9.0" so compile-only builds work without a GPU.
+    CUDA_HOME/CUDA_PATH  honoured when they hold bin/nvcc; otherwise derived from the real nvcc.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from hisparse.errors import ConfigError
+
+_PKG_DIR = Path(__file__).resolve().parent
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _find_repo_root() -> Path | None:
+    """The source checkout this package runs from (editable install), or None for an installed wheel."""
+    root = _PKG_DIR.parent
+    if (root / "csrc").is_dir() and (root / "pyproject.toml").is_file():
+        return root
+    return None
+
+
+def _find_csrc_dir() -> Path:
+    # Source checkout: <repo>/csrc. Installed wheel: the tree ships as hisparse/_csrc (setup.py copies it).
+    if REPO_ROOT is not None:
+        return REPO_ROOT / "csrc"
+    return _PKG_DIR / "_csrc"
+
+
+REPO_ROOT: Path | None = _find_repo_root()
+CSRC_DIR: Path = _find_csrc_dir()
+CACHE_DIR: Path = Path(
+    os.environ.get("HISPARSE_CACHE_DIR") or ((REPO_ROOT or Path.cwd()) / ".cache" / "hisparse" / "jit")
+).expanduser().resolve()
+NO_JIT: bool = _truthy(os.environ.get("HISPARSE_NO_JIT"))
+DEFAULT_CUDA_ARCH = "9.0"  # H20/H100/H200; used when no GPU is visible (compile-only)
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA toolkit discovery. `nvcc` on PATH may be a wrapper script (`exec /usr/local/cuda-13.0/bin/nvcc
+# "$@"` on our CPU machines); tvm-ffi takes CUDA_HOME = dirname(dirname(which nvcc)) and then fails to
+# link (-lcudart not found), so we resolve the real compiler ourselves (harness.md §2).
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def _valid_cuda_home(home: Path | str | None) -> Path | None:
+    if not home:
+        return None
+    home = Path(home).expanduser()
+    return home.resolve() if (home / "bin" / "nvcc").is_file() else None
+
+
+def _home_from_nvcc(nvcc: str) -> Path | None:
+    """CUDA_HOME of the compiler that `nvcc` (a path) really runs."""
+    real = Path(nvcc).resolve()  # follows symlinks (e.g. /usr/bin/nvcc -> /usr/local/cuda/bin/nvcc)
+    if _is_elf(real):
+        return _valid_cuda_home(real.parent.parent)
+    # A script: look for `exec /path/to/nvcc ...` first (no subprocess) ...
+    try:
+        text = real.read_text(errors="replace")
+    except OSError:
+        text = ""
+    for m in re.finditer(r"""(?m)^\s*exec\s+["']?([^\s"']+/nvcc)\b""", text):
+        home = _home_from_nvcc(m.group(1)) if Path(m.group(1)) != real else None
+        if home is not None:
+            return home
+    # ... else ask the driver where it lives: `--dryrun` prints `#$ _HERE_=<real bin dir>`.
+    try:
+        out = subprocess.run([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"_HERE_=(\S+)", out.stdout + out.stderr)
+    return _valid_cuda_home(Path(m.group(1)).parent) if m else None
+
+
+def _version_key(path: Path) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", path.name)) or (0,)
+
+
+def _find_cuda_home() -> Path | None:
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        home = _valid_cuda_home(os.environ.get(var))
+        if home is not None:
+            return home
+    nvcc = shutil.which("nvcc")
+    if nvcc is not None:
+        home = _home_from_nvcc(nvcc)
+        if home is not None:
+            return home
+    candidates = [Path("/usr/local/cuda")]
+    candidates += sorted(Path("/usr/local").glob("cuda-*"), key=_version_key, reverse=True)
+    for c in candidates:
+        home = _valid_cuda_home(c)
+        if home is not None:
+            return home
+    return None
+
+
+def _nvcc_version(nvcc: Path | None) -> str | None:
+    if nvcc is None:
+        return None
+    try:
+        out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"release (\S+?),? V?(\S+)", out)
+    return m.group(2) if m else (out.strip().splitlines() or [None])[-1]
+
+
+def _detect_cuda_arch() -> str:
+    env_arch = os.environ.get("HISPARSE_CUDA_ARCH", "").strip()
+    if env_arch:
+        return env_arch
+    try:
+        import torch  # noqa: PLC0415  (lazy: no device query at import)
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability(0)
+            return f"{major}.{minor}"
+    except Exception:  # a broken driver must not stop compile-only use; fall back to the default
+        pass
+    return DEFAULT_CUDA_ARCH
+
+
+def _lazy_cuda_home() -> Path | None:
+    return _find_cuda_home()
+
+
+def _get(name: str):
+    return globals()[name] if name in globals() else __getattr__(name)
+
+
+def _lazy_nvcc() -> Path | None:
+    home = _get("CUDA_HOME")
+    return home / "bin" / "nvcc" if home is not None else None
+
+
+_LAZY = {
+    "CUDA_ARCH": _detect_cuda_arch,  # str, e.g. "9.0"
+    "CUDA_HOME": _lazy_cuda_home,  # Path | None
+    "NVCC": _lazy_nvcc,  # Path | None: the real compiler binary
+    "NVCC_VERSION": lambda: _nvcc_version(_get("NVCC")),  # str | None, e.g. "13.0.88"
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = _LAZY[name]()
+        globals()[name] = value  # computed once; later reads are plain attribute reads
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def arch_tag(arch: str) -> str:
+    """Directory tag of an arch setting: "9.0" -> "sm_90", "8.9 9.0a" -> "sm_89-sm_90a"."""
+    parts = arch.replace(",", " ").replace(";", " ").split()
+    if not parts:
+        raise ConfigError("empty CUDA arch (HISPARSE_CUDA_ARCH / --arch): expected e.g. '9.0'")
+    tags = []
+    for p in parts:
+        m = re.fullmatch(r"(\d+)\.(\d+)([a-z]?)", p)
+        if m is None:
+            raise ConfigError(f"invalid CUDA arch {p!r} (HISPARSE_CUDA_ARCH / --arch): expected MAJOR.MINOR, "
+                              "e.g. '9.0' or '9.0a'")
+        tags.append(f"sm_{m.group(1)}{m.group(2)}{m.group(3)}")
+    return "-".join(tags)
