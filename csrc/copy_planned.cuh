@@ -1,0 +1,58 @@
+// Host entry of the planned copy (device code: hisparse/planned.cuh).
+//
+// The Python wrapper (hisparse/ops/copy_planned.py) validates once and raises InputError; these
+// checks are the C++ backstop. No allocation, caller's stream: capturable in a CUDA graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "entry_checks.h"
+#include "hisparse/planned.cuh"
+#include "launch.h"
+
+namespace hisparse {
+
+// run(miss_src, miss_dst, miss_count, num_real_reqs, host_cache, device_buffer, item_size_bytes, num_blocks)
+template <int kBlockSize>
+void copy_planned_entry(tvm::ffi::TensorView miss_src, tvm::ffi::TensorView miss_dst, tvm::ffi::TensorView miss_count,
+                        tvm::ffi::TensorView num_real_reqs, tvm::ffi::TensorView host_cache,
+                        tvm::ffi::TensorView device_buffer, int64_t item_size_bytes, int64_t num_blocks) {
+  using namespace hisparse::host;
+  TVM_FFI_ICHECK(miss_count.ndim() == 1 && is_i32(miss_count) && miss_count.is_contiguous() && on_cuda(miss_count))
+      << "miss_count: contiguous int32 [batch] on the device";
+  const int64_t batch = miss_count.size(0);
+  TVM_FFI_ICHECK(batch <= 0x7FFFFFFF) << "miss_count: batch too large";
+  TVM_FFI_ICHECK(miss_src.ndim() == 2 && is_i64(miss_src) && miss_src.size(0) >= batch && miss_src.stride(1) == 1)
+      << "miss_src: int64 [>=batch, width] with contiguous rows";
+  TVM_FFI_ICHECK(miss_dst.ndim() == 2 && is_i32(miss_dst) && miss_dst.size(0) >= batch && miss_dst.stride(1) == 1 &&
+                 miss_dst.stride(0) == miss_src.stride(0))
+      << "miss_dst: int32 [>=batch, width], same row stride as miss_src";
+  TVM_FFI_ICHECK(num_real_reqs.ndim() == 1 && num_real_reqs.size(0) == 1 && is_i32(num_real_reqs) &&
+                 on_cuda(num_real_reqs))
+      << "num_real_reqs: int32 [1] on the device";
+  TVM_FFI_ICHECK(item_size_bytes >= 1 && item_size_bytes <= 0x7FFFFFFF) << "item_size_bytes: must be >= 1";
+  TVM_FFI_ICHECK(device_addressable(host_cache) && host_cache.is_contiguous())
+      << "host_cache: contiguous, pinned host or device";
+  TVM_FFI_ICHECK(on_cuda(device_buffer) && device_buffer.is_contiguous()) << "device_buffer: contiguous CUDA";
+  TVM_FFI_ICHECK(num_blocks >= 1 && num_blocks <= 65535) << "num_blocks: must be in [1, 65535], got " << num_blocks;
+
+  PlannedCopyParams p{};
+  p.miss_src = ptr<const int64_t>(miss_src);
+  p.miss_dst = ptr<const int32_t>(miss_dst);
+  p.miss_count = ptr<const int32_t>(miss_count);
+  p.num_real_reqs = ptr<const int32_t>(num_real_reqs);
+  p.host_cache = ptr<const void>(host_cache);
+  p.device_buffer = ptr<void>(device_buffer);
+  p.plan_stride = miss_src.stride(0);
+  p.width = miss_src.size(1) < miss_dst.size(1) ? miss_src.size(1) : miss_dst.size(1);
+  p.batch = static_cast<int32_t>(batch);
+  p.item_size_bytes = static_cast<uint32_t>(item_size_bytes);
+
+  DeviceGuard guard(miss_count.device().device_id);
+  launch(copy_planned_kernel<kBlockSize>, dim3(static_cast<unsigned>(num_blocks)), dim3(kBlockSize), 0,
+         stream_of(miss_count), /*pdl=*/false, p);
+}
+
+}  // namespace hisparse

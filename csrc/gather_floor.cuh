@@ -1,0 +1,86 @@
+// Host entry of the bare gather (device code: hisparse/gather.cuh), the in-run physical floor.
+//
+// Picks the flat 16-byte-chunk gather when every row is 16-B aligned on both sides, the byte-exact
+// warp-per-row gather otherwise. num_blocks <= 0 means 4 CTAs per SM (528 on a 132-SM H200: the
+// best warp-gather grid measured in harness.md §1); the grid never exceeds what the rows need.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "entry_checks.h"
+#include "hisparse/gather.cuh"
+#include "launch.h"
+
+namespace hisparse {
+
+namespace gather_detail {
+
+constexpr int64_t kBlocksPerSm = 4;
+
+inline int sm_count(int device) {
+  static int cached[64] = {0};
+  if (device < 0 || device >= 64) return 132;
+  if (cached[device] == 0) {
+    int v = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device);
+    TVM_FFI_ICHECK(e == cudaSuccess) << "cudaDeviceGetAttribute: " << cudaGetErrorString(e);
+    cached[device] = v;
+  }
+  return cached[device];
+}
+
+}  // namespace gather_detail
+
+// run(src_rows, dst_rows, host_cache, device_buffer, item_size_bytes, num_blocks, block_size)
+template <int kLoadsInFlight>
+void gather_floor_entry(tvm::ffi::TensorView src_rows, tvm::ffi::TensorView dst_rows, tvm::ffi::TensorView host_cache,
+                        tvm::ffi::TensorView device_buffer, int64_t item_size_bytes, int64_t num_blocks,
+                        int64_t block_size) {
+  using namespace hisparse::host;
+  TVM_FFI_ICHECK(src_rows.ndim() == 1 && is_i64(src_rows) && src_rows.is_contiguous() && on_cuda(src_rows))
+      << "src_rows: contiguous int64 [n] on the device";
+  const int64_t n = src_rows.size(0);
+  TVM_FFI_ICHECK(dst_rows.ndim() == 1 && is_i32(dst_rows) && dst_rows.is_contiguous() && dst_rows.size(0) == n &&
+                 on_cuda(dst_rows))
+      << "dst_rows: contiguous int32 [n] on the device, n = len(src_rows)";
+  TVM_FFI_ICHECK(item_size_bytes >= 1 && item_size_bytes <= 0x7FFFFFFF) << "item_size_bytes: must be >= 1";
+  TVM_FFI_ICHECK(device_addressable(host_cache) && host_cache.is_contiguous())
+      << "host_cache: contiguous, pinned host or device";
+  TVM_FFI_ICHECK(on_cuda(device_buffer) && device_buffer.is_contiguous()) << "device_buffer: contiguous CUDA";
+  TVM_FFI_ICHECK(block_size >= 32 && block_size <= kGatherMaxBlock && block_size % 32 == 0)
+      << "block_size: a multiple of 32 in [32, " << kGatherMaxBlock << "], got " << block_size;
+  TVM_FFI_ICHECK(num_blocks <= 65535) << "num_blocks: at most 65535, got " << num_blocks;
+  if (n == 0) return;
+
+  const int device = src_rows.device().device_id;
+  DeviceGuard guard(device);
+  GatherParams p{};
+  p.src_rows = ptr<const int64_t>(src_rows);
+  p.dst_rows = ptr<const int32_t>(dst_rows);
+  p.host_cache = ptr<const void>(host_cache);
+  p.device_buffer = ptr<void>(device_buffer);
+  p.n = n;
+  p.item_size_bytes = static_cast<uint32_t>(item_size_bytes);
+  const bool aligned = item_size_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(p.host_cache) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(p.device_buffer) % 16 == 0;
+  const int64_t chunks = aligned ? n * (item_size_bytes / 16) : 0;
+  const bool flat = aligned && chunks < (int64_t{1} << 31);  // 32-bit chunk indices in the flat kernel
+  int64_t blocks = num_blocks > 0 ? num_blocks : gather_detail::kBlocksPerSm * gather_detail::sm_count(device);
+  if (flat) {
+    p.chunks_per_row = static_cast<uint32_t>(item_size_bytes / 16);
+    p.total_chunks = static_cast<uint32_t>(chunks);
+    blocks = std::min(blocks, (chunks + block_size - 1) / block_size);
+    launch(gather_flat_kernel<kLoadsInFlight>, dim3(static_cast<unsigned>(blocks)),
+           dim3(static_cast<unsigned>(block_size)), 0, stream_of(src_rows), /*pdl=*/false, p);
+  } else {
+    const int64_t warps_per_block = block_size / 32;
+    blocks = std::min(blocks, (n + warps_per_block - 1) / warps_per_block);
+    launch(gather_warp_kernel, dim3(static_cast<unsigned>(blocks)),
+           dim3(static_cast<unsigned>(block_size)), 0, stream_of(src_rows), /*pdl=*/false, p);
+  }
+}
+
+}  // namespace hisparse

@@ -1,0 +1,80 @@
+// Bare gather of n rows, host row src_rows[i] -> device row dst_rows[i]: the in-run physical floor a
+// swap is reported against (harness.md §1, §4). Framework-free device code; host entry in
+// csrc/gather_floor.cuh.
+//
+// Fast path (rows 16-B aligned on both sides: item % 16 == 0 and 16-B aligned bases): a flat gather
+// over all n * item/16 chunks of 16 B. Thread g of T takes chunks g, g+T, ..., kLoads of them per
+// round, issuing all kLoads zero-copy loads before the first store. Measured on H200 (576 B rows,
+// 50,048 rows): 49.2 GB/s for this shape vs 40.6 GB/s for a warp-per-row gather, because the number
+// of PCIe reads in flight, not the instruction count, sets the bandwidth; more warps than that did
+// not help (2112 x 256 warp-gather blocks were slower than 528).
+//
+// Fallback (any other size or alignment): warp per row with warp_copy_item, byte-exact.
+#pragma once
+
+#include <cstdint>
+
+#include "hisparse/copy.cuh"
+
+namespace hisparse {
+
+struct GatherParams {
+  const int64_t* src_rows;  // [n] host rows
+  const int32_t* dst_rows;  // [n] device rows
+  const void* host_cache;
+  void* device_buffer;
+  int64_t n;
+  uint32_t item_size_bytes;
+  uint32_t chunks_per_row;  // item_size_bytes / 16 on the fast path
+  uint32_t total_chunks;    // n * chunks_per_row (the host checks it fits in 32 bits)
+};
+
+// Largest block the gather kernels accept: 512 threads leave up to 128 registers per thread, room
+// for 8 loads in flight without spills.
+constexpr int kGatherMaxBlock = 512;
+
+template <int kLoads>
+__global__ void __launch_bounds__(kGatherMaxBlock) gather_flat_kernel(const __grid_constant__ GatherParams p) {
+  static_assert(kLoads >= 1 && kLoads <= 16, "loads in flight: 1..16");
+  const uint32_t stride = gridDim.x * blockDim.x;
+  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t cpr = p.chunks_per_row;
+  for (uint32_t base = g; base < p.total_chunks; base += stride * kLoads) {
+    // All kLoads host loads go out before the first store; only the loaded values stay live (the
+    // destination is recomputed after, from a device-side index that is cheap to re-read).
+    uint4 v[kLoads];
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      const uint32_t c = base + j * stride;
+      if (c < p.total_chunks) {
+        const uint32_t row = c / cpr;
+        v[j] = __ldg(reinterpret_cast<const uint4*>(row_ptr(p.host_cache, p.src_rows[row], p.item_size_bytes)) +
+                     (c - row * cpr));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      const uint32_t c = base + j * stride;
+      if (c < p.total_chunks) {
+        const uint32_t row = c / cpr;
+        __stcg(reinterpret_cast<uint4*>(row_ptr(p.device_buffer, p.dst_rows[row], p.item_size_bytes)) +
+                   (c - row * cpr),
+               v[j]);
+      }
+    }
+  }
+}
+
+// Fallback: byte-exact, any size/alignment. Two loads in flight per lane whatever kLoads is (the
+// narrow-word paths of warp_copy_item multiply it, and more spilled registers at 8).
+__global__ void __launch_bounds__(kGatherMaxBlock) gather_warp_kernel(const __grid_constant__ GatherParams p) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarpSize);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
+       i < p.n; i += warps) {
+    warp_copy_item<2>(row_ptr(p.host_cache, p.src_rows[i], p.item_size_bytes),
+                      row_ptr(p.device_buffer, p.dst_rows[i], p.item_size_bytes), p.item_size_bytes, lane);
+  }
+}
+
+}  // namespace hisparse

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Small GPU cases for compute-sanitizer (harness.md §7); run through scripts/gpu_sanitize.sh.
+
+    python scripts/gpu_sanitize.py build          # compile every kernel below (do this outside the sanitizer)
+    python scripts/gpu_sanitize.py real           # our kernels on small cases, checked against the reference
+    python scripts/gpu_sanitize.py planted-oob    # control for memcheck: a deliberate out-of-bounds write
+    python scripts/gpu_sanitize.py planted-race   # control for racecheck: a deliberate shared-memory race
+
+Under ``compute-sanitizer --tool memcheck|racecheck --error-exitcode 9`` with
+``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` (so every tensor is its own cudaMalloc and an out-of-bounds access
+leaves the allocation): ``real`` must exit 0 with no errors reported, the planted cases must be
+reported (exit 9). A clean real run means something only next to a caught planted bug.
+
+``real`` runs: the single-step swap (plan recorded and not, an aligned and an unaligned item size,
+long / fast / padding rows, the rows used at the very end of exactly sized buffers), the planned copy
+replaying its plan, the bare gather (flat and fallback paths), and the multi-step swap when
+hisparse.ops.swap_multi exists (checked with the invariant checker), else a "skipped" line.
+Exit codes of the script itself: 0 ok, 1 a result differs from the reference, 2 usage.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+PLANTED_DIR = REPO / "tests" / "data" / "csrc"
+SWAP_BLOCK = 256  # a small CTA: sanitizer runs are slow, and the code paths are the same
+
+
+def planted_specs():
+    from hisparse.jit import KernelSpec
+
+    return [
+        KernelSpec("planted_bugs", "planted_bugs::oob_write_entry", (("bytes_past_end", 64),), source_dir=PLANTED_DIR),
+        KernelSpec("planted_bugs", "planted_bugs::smem_race_entry", (("threads", 256),), source_dir=PLANTED_DIR),
+    ]
+
+
+def real_specs():
+    from hisparse.ops import copy_planned, gather_floor, swap_single
+
+    return ([swap_single.kernel_spec(block_size=SWAP_BLOCK, record_plan=r) for r in (False, True)]
+            + copy_planned.kernel_specs() + gather_floor.kernel_specs())
+
+
+def build() -> int:
+    from hisparse import jit
+
+    specs = real_specs() + planted_specs()
+    if importlib.util.find_spec("hisparse.ops.swap_multi") is not None:
+        mod = importlib.import_module("hisparse.ops.swap_multi")
+        factory = getattr(mod, "kernel_specs", None)
+        if callable(factory):
+            try:  # keyword-only factories take no case; registry-style ones take one
+                specs += list(factory())
+            except TypeError:
+                try:
+                    specs += list(factory(None))
+                except Exception as e:
+                    print(f"swap_multi: specs not prebuilt, they build on first call ({type(e).__name__}: {e})")
+    for r in jit.build_many(specs):
+        print(f"{r.module_name}: {'cached' if r.cached else 'built'} ({r.seconds:.1f} s)")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------
+# real cases
+
+
+def _swap_case(item: int, record_plan: bool, seed: int) -> dict:
+    """bs=4 (rows: long, long, fast, padding), K=48, HOT=100 (not a power of two), page 2.
+
+    The last device row and the last host row are used, and both buffers are exactly sized."""
+    g = torch.Generator().manual_seed(seed)
+    bs, k, hot, page, r = 4, 48, 100, 2, 5
+    width = hot + page
+    seq = [hot + 3 * k + 5, hot + 2 * k + 9, 37, 999]
+    rids = [3, 0, 1, 12345]  # padding row's slot does not exist: it must never be read
+    max_len = max(seq[:3]) + 1
+    tokens = torch.full((r, width), -1, dtype=torch.int64)
+    top_k = torch.zeros((bs, k), dtype=torch.int64)
+    for b in range(2):  # long rows: 60% hits, the newest token, the rest misses
+        newest = seq[b] - 1
+        perm = torch.randperm(newest, generator=g)
+        res = perm[:hot].clone()
+        res[::17] = -1  # a few empty slots
+        tokens[rids[b], :hot] = res
+        tokens[rids[b], hot] = newest
+        resident = res[res >= 0]
+        hits = resident[: int(0.6 * k)]
+        misses = perm[hot: hot + k - hits.numel() - 1]
+        top_k[b] = torch.cat([hits, misses, torch.tensor([newest])])[torch.randperm(k, generator=g)]
+    top_k[2] = torch.randint(-1, width, (k,), generator=g)
+    top_k[3] = torch.randint(0, 1 << 30, (k,), generator=g)
+    dev_rows = r * width
+    locs = torch.randperm(dev_rows, generator=g).view(r, width)  # includes the last row
+    host_rows = 97
+    hcl = torch.randint(0, host_rows, (r, max_len), generator=g)
+    hcl[:, -1] = host_rows - 1
+    for b in range(2):
+        hcl[rids[b], top_k[b, 0]] = host_rows - 1  # one miss or hit at the host's last row
+    host = torch.empty(host_rows * item, dtype=torch.uint8, pin_memory=True)
+    host.copy_(torch.randint(0, 256, (host_rows * item,), generator=g, dtype=torch.uint8))
+    dev = torch.device("cuda")
+    kw = dict(
+        top_k_tokens=top_k.to(torch.int32).to(dev),
+        device_buffer_tokens=tokens.to(torch.int32).to(dev),
+        host_cache_locs=hcl.to(dev),
+        device_buffer_locs=locs.to(torch.int32).to(dev),
+        host_cache=host,
+        device_buffer=torch.randint(0, 256, (dev_rows * item,), dtype=torch.uint8, device=dev),
+        top_k_device_locs=torch.full((bs, k), 7, dtype=torch.int32, device=dev),
+        req_pool_indices=torch.tensor(rids, dtype=torch.int64, device=dev),
+        seq_lens=torch.tensor(seq, dtype=torch.int32, device=dev),
+        lru_slots=torch.stack([torch.randperm(hot, generator=g) for _ in range(r)]).to(torch.int16).to(dev),
+        num_real_reqs=torch.tensor([3], dtype=torch.int32, device=dev),
+        item_size_bytes=item,
+        page_size=page,
+    )
+    if record_plan:
+        kw.update(miss_src=torch.full((bs, k), -1, dtype=torch.int64, device=dev),
+                  miss_dst=torch.full((bs, k), -1, dtype=torch.int32, device=dev),
+                  miss_count=torch.full((bs,), 99, dtype=torch.int32, device=dev))
+    return kw
+
+
+def _clone(kw: dict) -> dict:
+    return {k: (v.clone() if isinstance(v, torch.Tensor) and v.device.type == "cuda" else v) for k, v in kw.items()}
+
+
+def _differs(a: dict, b: dict) -> list[str]:
+    return [k for k, v in a.items() if isinstance(v, torch.Tensor) and not torch.equal(v, b[k])]
+
+
+def run_real() -> int:
+    from hisparse.ops.copy_planned import copy_planned
+    from hisparse.ops.gather_floor import gather_floor
+    from hisparse.ops.swap_single import swap_single_step
+    from hisparse.reference.bytes import copy_rows
+    from hisparse.reference.copy_planned import copy_planned as copy_planned_ref
+    from hisparse.reference.swap_single import swap_single_step as swap_single_ref
+
+    failures = []
+    for seed, (item, plan) in enumerate([(576, True), (100, False), (656, True)]):
+        kw = _swap_case(item, plan, seed)
+        ref = _clone(kw)
+        swap_single_step(**kw, block_size=SWAP_BLOCK)
+        torch.cuda.synchronize()
+        swap_single_ref(**ref)
+        bad = _differs(kw, ref)
+        print(f"swap_single item={item} record_plan={plan}: {'MISMATCH ' + str(bad) if bad else 'ok'}")
+        failures += bad
+        if plan:  # replay the recorded plan into a second, exactly sized layer
+            layer = torch.randint(0, 256, kw["device_buffer"].shape, dtype=torch.uint8, device="cuda")
+            layer_ref = layer.clone()
+            pkw = dict(miss_src=kw["miss_src"], miss_dst=kw["miss_dst"], miss_count=kw["miss_count"],
+                       num_real_reqs=kw["num_real_reqs"], host_cache=kw["host_cache"], item_size_bytes=item)
+            copy_planned(**pkw, device_buffer=layer)
+            torch.cuda.synchronize()
+            copy_planned_ref(**pkw, device_buffer=layer_ref)
+            ok = torch.equal(layer, layer_ref)
+            print(f"copy_planned item={item}: {'ok' if ok else 'MISMATCH'}")
+            failures += [] if ok else ["copy_planned"]
+
+    for item, offset in ((576, 0), (584, 0), (576, 3)):  # flat path, fallback (size), fallback (alignment)
+        n, host_rows, dev_rows = 300, 211, 317
+        g = torch.Generator().manual_seed(item + offset)
+        pinned = torch.empty(offset + host_rows * item, dtype=torch.uint8, pin_memory=True)
+        pinned.copy_(torch.randint(0, 256, (pinned.numel(),), generator=g, dtype=torch.uint8))
+        host = pinned[offset:]
+        src = torch.randint(0, host_rows, (n,), generator=g)
+        src[0] = host_rows - 1
+        dst = torch.randperm(dev_rows, generator=g)[:n]
+        dst[dst == dev_rows - 1] = dst[0].clone()
+        dst[0] = dev_rows - 1
+        buf = torch.randint(0, 256, (dev_rows * item,), dtype=torch.uint8, device="cuda")
+        want = buf.clone()
+        gather_floor(src_rows=src.cuda(), dst_rows=dst.to(torch.int32).cuda(), host_cache=host, device_buffer=buf,
+                     item_size_bytes=item)
+        torch.cuda.synchronize()
+        copy_rows(host, src, want, dst, item)
+        ok = torch.equal(buf, want)
+        print(f"gather_floor item={item} host_offset={offset}: {'ok' if ok else 'MISMATCH'}")
+        failures += [] if ok else ["gather_floor"]
+
+    failures += run_multi_step()
+    return 1 if failures else 0
+
+
+def run_multi_step() -> list[str]:
+    """Hook for the multi-step swap: runs only when hisparse.ops.swap_multi exists."""
+    if importlib.util.find_spec("hisparse.ops.swap_multi") is None:
+        print("swap_multi: skipped (hisparse.ops.swap_multi does not exist yet)")
+        return []
+    from hisparse.ops.swap_multi import swap_multi_step
+    from hisparse.reference.invariants import check_multi_step, snapshot
+    from hisparse.reference.swap_multi_cases import build_case
+    from hisparse.state import MultiStepState
+
+    bs, steps, k, hot, page = 3, 2, 64, 128, 4
+    g = torch.Generator().manual_seed(11)
+    seq = torch.tensor([[hot + 500 + s for s in range(steps)] for _ in range(bs)], dtype=torch.int32)
+    top_k = torch.stack([torch.stack([torch.randperm(int(seq[b, s]) - 1, generator=g)[:k] for s in range(steps)])
+                         for b in range(bs)])
+    top_k[:, :, 0] = seq - 1  # each step's newest token (tail / extra page path)
+    case = build_case(top_k.to(torch.int32), seq.reshape(-1), hot=hot, page=page, max_len=int(seq.max()) + 1,
+                      num_real=bs - 1, record_plan=True, words=9)  # 72-byte items
+    kw = dict(case.kwargs)
+    dev = torch.device("cuda")
+    for name, v in list(kw.items()):
+        if name == "host_cache":
+            kw[name] = v.pin_memory()
+        elif isinstance(v, torch.Tensor):
+            kw[name] = v.to(dev)
+    state = kw["state"]
+    kw["state"] = MultiStepState(**{n: t.to(dev) for n, t in state.tensors().items()}, sizes=state.sizes)
+    before = snapshot(kw)
+    swap_multi_step(**kw)
+    torch.cuda.synchronize()
+    violations = check_multi_step(inputs=kw, before=before, after=snapshot(kw))
+    print(f"swap_multi: {'ok' if not violations else f'{len(violations)} invariant violations: {violations[:3]}'}")
+    return ["swap_multi"] if violations else []
+
+
+# -------------------------------------------------------------------------------------------------
+# planted bugs
+
+
+def run_planted(which: str) -> int:
+    from hisparse import jit
+
+    oob, race = planted_specs()
+    if which == "planted-oob":
+        buf = torch.zeros(4096, dtype=torch.uint8, device="cuda")  # its own cudaMalloc under NO_CACHING
+        jit.load(oob).run(buf)
+    else:
+        out = torch.zeros(256, dtype=torch.int32, device="cuda")
+        jit.load(race).run(out)
+    torch.cuda.synchronize()
+    print(f"{which}: launched (the sanitizer must report it)")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in ("build", "real", "planted-oob", "planted-race"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    what = argv[0]
+    if what == "build":
+        return build()
+    if not torch.cuda.is_available():
+        print("no CUDA GPU visible", file=sys.stderr)
+        return 2
+    return run_real() if what == "real" else run_planted(what)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
