@@ -14,8 +14,8 @@ Multi-step invariants (``Violation.invariant``; entries (step, k) unless noted):
 3. counters[rid, 0] and miss_count[b] = |distinct misses| (= valid tokens that are neither in the
    extra page, nor resident, nor host-missing); work counters 0; epoch +1, cursor + min(misses, HOT);
    padding rows' miss_count 0 (entry None);
-4. the plan lists each unique miss once as (host row, returned row), and that row holds that host
-   row (entry (u,), or None for a miss absent from the plan);
+4. the plan lists each unique miss once as (host row, returned row) (entry (u,), or None for a
+   miss absent from the plan); the bytes of such a pair are the bytes 1 checks;
 5. {hot-slot locs} + {scratch locs} is the same multiset after the call (entry (loc,)); the extra
    page (entry (slot,)) and slots not in the batch (request None) are untouched;
 6. no token twice in device_buffer_tokens[:HOT]; each resident token is findable through the §3.5
@@ -59,7 +59,7 @@ def check_multi_step(*, inputs: Mapping, before: Snapshot, after: Snapshot) -> l
     inv1_data(view, inputs, after, rep)
     inv2_dedup(view, rep)
     inv3_counts(view, before, after, rep)
-    inv4_plan(view, inputs, after, rep)
+    inv4_plan(view, after, rep)
     inv5_rows(view, before, after, rep)
     inv6_index(view, after, rep)
     inv7_residency(view, after, rep)

@@ -37,7 +37,17 @@ class Snapshot:
         if self.row_ids.numel() == 0:
             return torch.zeros((ids.numel(), self.row_data.shape[1]), dtype=torch.uint8), torch.zeros_like(ids, dtype=torch.bool)
         pos = torch.searchsorted(self.row_ids, ids).clamp(max=self.row_ids.numel() - 1)
-        return self.row_data[pos], self.row_ids[pos] == ids
+        return gather_rows(self.row_data, pos), self.row_ids[pos] == ids
+
+
+def gather_rows(rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """rows[index] for uint8 [n, item] rows, moved as the widest word dividing the item (8x fewer
+    elements for the usual 576-byte items: the data check's main cost)."""
+    item = rows.shape[1]
+    for dtype, size in ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2)):
+        if item % size == 0 and rows.is_contiguous():
+            return rows.view(dtype).index_select(0, index.to(rows.device)).view(torch.uint8)
+    return rows.index_select(0, index.to(rows.device))
 
 
 def _cpu(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -70,5 +80,5 @@ def snapshot(inputs: Mapping[str, object]) -> Snapshot:
         lru_slots=_cpu(inputs.get("lru_slots")),
         miss_src=plan[0], miss_dst=plan[1], miss_count=plan[2],
         row_ids=ids,
-        row_data=rows_all.index_select(0, ids.to(rows_all.device)).cpu(),
+        row_data=gather_rows(rows_all, ids).cpu(),
     )

@@ -47,7 +47,7 @@ class MultiCase:
         return self.row_base[rid] + self.hot + self.page + i
 
     def spare_row(self, i: int) -> int:
-        return self.row_base[-1] + self.hot + self.page + self.capacity + i
+        return self.row_base[-1] + i  # row_base[-1] is the end of the last request's rows
 
 
 def build_case(
