@@ -1,0 +1,119 @@
+"""Shared pieces of the asv suite (numpy's benchmarks/common.py style).
+
+- The regression set: ``configs/ci.yaml`` (``track: true``; HISPARSE_ASV_CONFIG overrides it, e.g.
+  ``configs/cpu-small.yaml`` for a CPU round trip), expanded with ``ci=True`` by the hisparse under test.
+- The suite layout (class per implementation, axes, ``SUITE_VERSION``) comes from
+  ``hisparse/asv_results.py`` *of this tree*, loaded by path: the converter that writes asv results
+  from our own runner and this suite share one definition, whichever commit's hisparse is imported.
+- Workloads are deterministic (each case carries its seed) and cached per process.
+
+To measure an old commit with asv, put its tree (a git worktree) first on PYTHONPATH: an existing
+environment passes PYTHONPATH through to discovery and to every benchmark process. Every hisparse API
+is looked up with ``getattr``, so a commit that lacks one skips cleanly instead of breaking discovery.
+No work happens at import beyond reading the config: no torch import, no GPU query.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = os.environ.get("HISPARSE_ASV_CONFIG") or str(REPO / "configs" / "ci.yaml")
+BACKEND = os.environ.get("HISPARSE_ASV_BACKEND", "auto")
+
+
+def _load_layout():
+    spec = importlib.util.spec_from_file_location("_hisparse_asv_layout", REPO / "hisparse" / "asv_results.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+layout = _load_layout()
+
+
+def hisparse_attr(module: str, name: str):
+    """``hisparse.<module>.<name>`` of the commit under test, or None when that commit lacks it."""
+    try:
+        return getattr(importlib.import_module(f"hisparse.{module}"), name, None)
+    except ImportError:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def regression_set() -> tuple:
+    """(cases, reason): the Case objects of the regression set, or () and why there are none."""
+    load_config = hisparse_attr("config", "load_config")
+    if load_config is None:
+        return (), "this commit has no hisparse.config.load_config"
+    config = load_config(CONFIG)
+    try:
+        expansion = config.expand(ci=True)
+    except TypeError:  # an older expand() without the ci flag
+        expansion = config.expand()
+    return tuple(getattr(expansion, "cases", expansion)), None
+
+
+def case_params(case) -> dict:
+    params = dict(case.to_dict())
+    params.pop("timing", None)
+    return params
+
+
+@functools.lru_cache(maxsize=None)
+def suite() -> dict:
+    """{benchmark name: layout.SuiteClass} of the regression set."""
+    cases, reason = regression_set()
+    if reason:
+        print(f"hisparse asv suite: no benchmarks ({reason})", file=sys.stderr)
+    return layout.suite_layout(case_params(c) for c in cases)
+
+
+def case_at(implementation: str, point: tuple):
+    """The Case at a grid point of an implementation's class, or None (a pruned combination)."""
+    cls = suite().get(layout.benchmark_name(implementation))
+    if cls is None or cls.case_at(point) is None:
+        return None
+    wanted = cls.case_at(point)
+    return next(c for c in regression_set()[0] if case_params(c) == wanted)
+
+
+class Prepared:
+    """A case ready to time: workload built, implementation bound, kernels built and checked."""
+
+    def __init__(self, case) -> None:
+        get_backend = hisparse_attr("backends", "get_backend")
+        resolve_name = hisparse_attr("backends", "resolve_name")
+        make_workload = hisparse_attr("workload", "make_workload")
+        bind = hisparse_attr("implementations", "bind")
+        self.timing = importlib.import_module("hisparse.timing")
+        if None in (get_backend, resolve_name, make_workload, bind) or not hasattr(self.timing, "time_calls"):
+            raise NotImplementedError("this commit lacks the backend/workload/implementation/timing API")
+        self.case = case
+        self.backend = get_backend(resolve_name(BACKEND))
+        self.workload = make_workload(case, self.backend.device)
+        self.bound = bind(case.implementation, self.backend, self.workload, pdl=case.pdl)
+        # Correctness first (a fast wrong kernel posts no number); this also JIT-builds the kernels.
+        self.workload.reset()
+        for i in range(int(case.timing.check_calls) or 1):
+            violations = self.bound.checked_call()
+            if violations:
+                raise RuntimeError(f"{case.case_id}: check call {i} failed: {violations[0]}")
+
+    def sample_seconds(self) -> list[float]:
+        """One sample per replay, seconds per call (hisparse.timing: CUDA graph + events on a GPU)."""
+        self.workload.reset()
+        m = self.timing.time_calls(self.bound.call, reset=self.workload.reset,
+                                   settings=self.timing.Settings.of(self.case.timing), device=self.backend.device)
+        return [us * 1e-6 for us in m.samples_us]
+
+
+@functools.lru_cache(maxsize=4)
+def prepare(case_id: str) -> Prepared:
+    case = next(c for c in regression_set()[0] if c.case_id == case_id)
+    return Prepared(case)
