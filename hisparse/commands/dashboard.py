@@ -1,0 +1,42 @@
+"""`hisparse-bench dashboard`: a self-contained static site of the per-commit history."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import click
+
+
+def _git_repo(path: str) -> str | None:
+    out = subprocess.run(["git", "-C", path, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+@click.command("dashboard")
+@click.option("--results", "results_dir", type=click.Path(file_okay=False, exists=True), default="results",
+              show_default=True, help="Results root (its runs/ holds the run files).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="site", show_default=True,
+              help="Output directory; open OUT/index.html (works offline, from file://).")
+@click.option("--repo", default=".", show_default=True,
+              help="Git repository used to order commits by committer date (else by run time).")
+@click.option("--machine", default=None, help="Only runs of this machine.")
+@click.option("--plots/--no-plots", "make_plots", default=True, show_default=True,
+              help="Draw a run's plots when the run file has none next to it.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit 1 when a regression change point is detected.")
+@click.pass_context
+def dashboard(ctx: click.Context, results_dir: str, out_dir: str, repo: str, machine: str | None,
+              make_plots: bool, fail_on_regression: bool) -> None:
+    """Write the dashboard: benchmarks with sparklines, a trend page per benchmark (median, IQR band,
+    change points), a page per commit (summary table and plots), and the regressions page."""
+    from hisparse.render.dashboard import build_site
+
+    site = build_site(results_dir, out_dir, repo=_git_repo(repo), machine=machine, make_plots=make_plots)
+    for path, reason in site.skipped:
+        click.echo(f"skipped {path}: {reason}", err=True)
+    regressions = site.regressions
+    for series, c in regressions:
+        click.echo(f"regression: {series.key} at {series.points[c.index].commit[:12]}: "
+                   f"{c.before_median:.4g} -> {c.after_median:.4g} us ({c.change * 100:+.2f}%)")
+    click.echo(f"{len(site.series)} benchmark(s), {len(site.pages)} page(s): {Path(out_dir) / 'index.html'}")
+    ctx.exit(1 if fail_on_regression and regressions else 0)

@@ -1,0 +1,334 @@
+"""Self-contained static dashboard of the per-commit history (``build_site``).
+
+Every byte the pages need is in the pages: inline CSS and a few lines of inline JS, charts as inline
+SVG, plots as ``data:`` URIs. No CDN, no web font, no request of any kind: the site opens from disk
+(file://) on an offline machine. (asv's own ``asv publish`` site loads jQuery/flot from CDNs and does
+not render offline, harness.md §3.)
+
+Pages: ``index.html`` (every benchmark = case x machine, with a sparkline of its per-commit
+medians), ``bench/<slug>.html`` (trend: median line, IQR band, change points, hover titles, and the
+table of commit, date, median, IQR, n), ``commit/<hash>.html`` (that commit's runs: summary table and
+the engine's plots), ``regressions.html`` (detected regressions and failed cases). Commits are ordered
+by git committer date, or by the run's created time where git does not know the commit.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import math
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hisparse import changepoint
+from hisparse.history import RunFile, Series, build_series, order_commits, scan_runs
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232b;background:#fafbfc}
+header{background:#1d2b3a;color:#fff;padding:10px 20px}header a{color:#cfe3ff;margin-right:16px;text-decoration:none}
+main{padding:16px 20px;max-width:1200px}h1{font-size:20px;margin:8px 0}h2{font-size:16px;margin:18px 0 6px}
+table{border-collapse:collapse;margin:6px 0 14px}th,td{padding:3px 9px;border-bottom:1px solid #e3e6ea;text-align:right}
+th{background:#eef1f4;position:sticky;top:0}td.l,th.l{text-align:left}tr:hover td{background:#f3f7ff}
+.bad{color:#b3261e;font-weight:600}.good{color:#1a7f37;font-weight:600}.muted{color:#6b7785}
+.note{background:#fff7e0;border:1px solid #f0d48a;padding:6px 10px;margin:8px 0}
+svg text{font:11px system-ui,sans-serif;fill:#4a5562}img{max-width:100%;border:1px solid #e3e6ea;margin:6px 0}
+input{padding:4px 8px;margin:6px 0;width:320px}code{font-size:12px}
+"""
+FILTER_JS = """
+function filterRows(q){q=q.toLowerCase();for(const r of document.querySelectorAll('tbody.filter tr')){
+r.style.display=r.textContent.toLowerCase().includes(q)?'':'none';}}
+"""
+E = html.escape
+
+
+@dataclass
+class Site:
+    """What ``build_site`` wrote and found (the CLI prints it)."""
+
+    out_dir: Path
+    pages: list[Path] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    changes: dict[str, list[changepoint.ChangePoint]] = field(default_factory=dict)  # series key -> points
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # unreadable result files
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[tuple[Series, changepoint.ChangePoint]]:
+        by_key = {s.key: s for s in self.series}
+        return [(by_key[k], c) for k, cs in self.changes.items() for c in cs if c.kind == changepoint.REGRESSION]
+
+
+def slug(text: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80]
+    return f"{base}-{hashlib.sha1(text.encode()).hexdigest()[:6]}"
+
+
+def fmt_us(v: float | None) -> str:
+    if v is None or math.isnan(v):
+        return "-"
+    return f"{v:.4g} us" if v < 1e4 else f"{v / 1e3:.4g} ms"
+
+
+def _median(xs: Sequence[float]) -> float:
+    return changepoint.median(xs)
+
+
+def _quartiles(xs: Sequence[float]) -> tuple[float, float]:
+    s = sorted(xs)
+
+    def q(p: float) -> float:
+        pos = p * (len(s) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(s) - 1)
+        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+    return q(0.25), q(0.75)
+
+
+def _page(title: str, body: str, depth: int = 0) -> str:
+    up = "../" * depth
+    nav = (f'<a href="{up}index.html">Benchmarks</a><a href="{up}regressions.html">Regressions</a>'
+           f'<a href="{up}commits.html">Commits</a>')
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{E(title)}</title>"
+            f"<style>{CSS}</style><script>{FILTER_JS}</script></head><body><header>{nav}</header>"
+            f"<main><h1>{E(title)}</h1>{body}</main></body></html>\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# SVG
+
+
+def _scale(lo: float, hi: float, a: float, b: float):
+    if hi <= lo:
+        lo, hi = lo - 1, hi + 1
+    return lambda v: a + (v - lo) / (hi - lo) * (b - a)
+
+
+def sparkline(values: Sequence[float | None], width: int = 140, height: int = 30) -> str:
+    pts = [(i, v) for i, v in enumerate(values) if v is not None]
+    if not pts:
+        return '<svg class="spark" width="%d" height="%d"></svg>' % (width, height)
+    ys = [v for _, v in pts]
+    x = _scale(0, max(len(values) - 1, 1), 4, width - 4)
+    y = _scale(min(ys), max(ys), height - 4, 4)
+    line = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in pts)
+    dots = "".join(f'<circle class="pt" cx="{x(i):.1f}" cy="{y(v):.1f}" r="2"><title>{E(fmt_us(v))}</title></circle>'
+                   for i, v in pts)
+    return (f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+            f'<polyline points="{line}" fill="none" stroke="#2f6fd0" stroke-width="1.2"/>{dots}</svg>')
+
+
+def trend_chart(series: Series, changes: Sequence[changepoint.ChangePoint], width: int = 900, height: int = 320) -> str:
+    """Median per commit (line + points with hover titles), IQR band, change points, failed commits."""
+    pts = series.points
+    rows = [(i, p, _median(p.samples_us), *_quartiles(p.samples_us)) for i, p in enumerate(pts) if p.ok]
+    left, right, top, bottom = 70, 20, 14, 60
+    if not rows:
+        return f'<svg class="trend" width="{width}" height="{height}"><text x="20" y="40">no data</text></svg>'
+    lo, hi = min(r[3] for r in rows), max(r[4] for r in rows)
+    pad = (hi - lo) * 0.08 or abs(hi) * 0.01 or 1.0
+    x = _scale(0, max(len(pts) - 1, 1), left, width - right)
+    y = _scale(lo - pad, hi + pad, height - bottom, top)
+    parts = [f'<svg class="trend" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
+             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" fill="#fff" stroke="#d5dae0"/>']
+    for k in range(5):
+        v = lo - pad + (hi - lo + 2 * pad) * k / 4
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eef1f4"/>'
+                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{E(fmt_us(v))}</text>')
+    band = [f"{x(i):.1f},{y(q3):.1f}" for i, _, _, _, q3 in rows] + [f"{x(i):.1f},{y(q1):.1f}" for i, _, _, q1, _ in reversed(rows)]
+    parts.append(f'<polygon class="iqr" points="{" ".join(band)}" fill="#2f6fd0" fill-opacity="0.15" stroke="none"/>')
+    parts.append('<polyline class="median" points="%s" fill="none" stroke="#2f6fd0" stroke-width="1.6"/>'
+                 % " ".join(f"{x(i):.1f},{y(m):.1f}" for i, _, m, _, _ in rows))
+    for c in changes:
+        xc = (x(c.index - 1) + x(c.index)) / 2
+        color = "#b3261e" if c.kind == changepoint.REGRESSION else "#1a7f37"
+        parts.append(f'<line class="change" x1="{xc:.1f}" x2="{xc:.1f}" y1="{top}" y2="{height - bottom}" stroke="{color}" '
+                     f'stroke-dasharray="5,3" stroke-width="1.5"><title>{E(_change_text(series, c))}</title></line>')
+    step = max(1, math.ceil(len(pts) / 24))
+    for i, p in enumerate(pts):
+        if i % step == 0:
+            parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 14}" text-anchor="end" '
+                         f'transform="rotate(-40 {x(i):.1f} {height - bottom + 14})">{E(p.commit[:8])}</text>')
+        if p.failed and not p.ok:
+            parts.append(f'<text class="failed" x="{x(i):.1f}" y="{height - bottom - 4}" text-anchor="middle" fill="#b3261e">'
+                         f'x<title>{E(p.commit[:12])} failed: {E(p.failed[0])}</title></text>')
+    for i, p, m, q1, q3 in rows:
+        title = f"{p.commit[:12]}  {p.date:%Y-%m-%d %H:%M}  median {fmt_us(m)}  IQR {fmt_us(q1)}..{fmt_us(q3)}  n={len(p.samples_us)}"
+        parts.append(f'<a href="../commit/{E(_commit_slug(p.commit))}.html"><circle class="pt" cx="{x(i):.1f}" cy="{y(m):.1f}" r="3.5" '
+                     f'fill="#2f6fd0"><title>{E(title)}</title></circle></a>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _change_text(series: Series, c: changepoint.ChangePoint) -> str:
+    commit = series.points[c.index].commit
+    return (f"{c.kind} at {commit[:12]}: {fmt_us(c.before_median)} -> {fmt_us(c.after_median)} "
+            f"({c.change * 100:+.2f}%, threshold {c.threshold * 100:.2f}%, p={c.p_value:.3f})")
+
+
+def _commit_slug(commit: str) -> str:
+    return commit[:12] if re.fullmatch(r"[0-9a-f]{7,40}", commit) else slug(commit)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pages
+
+
+def detect(series: Series) -> list[changepoint.ChangePoint]:
+    """Change points of a series' per-commit medians (time: lower is better), indexed into ``points``."""
+    idx = [i for i, p in enumerate(series.points) if p.ok]
+    if len(idx) < 4:
+        return []
+    found = changepoint.detect_changes([_median(series.points[i].samples_us) for i in idx],
+                                       direction=changepoint.METRIC_DIRECTION["time_us"],
+                                       samples=[series.points[i].samples_us for i in idx])
+    return [changepoint.ChangePoint(**{**c.to_dict(), "index": idx[c.index]}) for c in found]
+
+
+def _bench_page(s: Series, changes: list[changepoint.ChangePoint]) -> str:
+    body = [f'<p class="muted">machine <b>{E(s.machine)}</b>, backend <b>{E(s.backend)}</b>; '
+            f'params <code>{E(str(s.params))}</code></p>']
+    if s.backend == "reference":
+        body.append('<p class="note">Reference backend: PyTorch on the CPU. These are not kernel times.</p>')
+    body.append(trend_chart(s, changes))
+    if changes:
+        body.append("<h2>Change points</h2><ul>" + "".join(
+            f'<li class="{"bad" if c.kind == changepoint.REGRESSION else "good"}">{E(_change_text(s, c))}</li>'
+            for c in changes) + "</ul>")
+    body.append('<h2>Per commit</h2><table><thead><tr><th class="l">commit</th><th class="l">date</th><th>median</th>'
+                '<th>q1</th><th>q3</th><th>IQR</th><th>n</th><th>GB/s</th><th class="l">runs</th></tr></thead><tbody>')
+    for p in s.points:
+        link = f'<a href="../commit/{E(_commit_slug(p.commit))}.html">{E(p.commit[:12])}</a>'
+        if p.ok:
+            m = _median(p.samples_us)
+            q1, q3 = _quartiles(p.samples_us)
+            gbps = f"{p.gbps_per_us / m:.2f}" if p.gbps_per_us and m else "-"
+            cells = f"<td>{fmt_us(m)}</td><td>{fmt_us(q1)}</td><td>{fmt_us(q3)}</td><td>{fmt_us(q3 - q1)}</td><td>{len(p.samples_us)}</td><td>{gbps}</td>"
+        else:
+            cells = f'<td class="bad" colspan="6">failed: {E("; ".join(p.failed) or "no samples")}</td>'
+        body.append(f'<tr><td class="l">{link}</td><td class="l">{p.date:%Y-%m-%d %H:%M}</td>{cells}'
+                    f'<td class="l muted">{E(", ".join(p.run_ids))}</td></tr>')
+    body.append("</tbody></table>")
+    return _page(f"{s.case_id}", "".join(body), depth=1)
+
+
+def _plots_html(run: RunFile, make_plots: bool) -> str:
+    pngs = sorted(run.path.with_suffix("").glob("*.png")) if run.path.with_suffix("").is_dir() else []
+    with tempfile.TemporaryDirectory(prefix="hisparse-plots-") as tmp:
+        note = ""
+        if not pngs and make_plots:
+            try:
+                from hisparse.render.plots import plot_run  # noqa: PLC0415
+                from hisparse.results import load_run  # noqa: PLC0415
+
+                pngs = sorted(Path(p) for p in plot_run(load_run(run.path), tmp) if p)
+            except Exception as e:  # noqa: BLE001 (no matplotlib, an older file: the page goes on)
+                note = f'<p class="muted">plots unavailable: {E(type(e).__name__)}: {E(str(e))}</p>'
+        imgs = "".join(f'<figure><img alt="{E(p.stem)}" src="data:image/png;base64,'
+                       f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption class="muted">{E(p.name)}</figcaption></figure>'
+                       for p in pngs)
+    return imgs or note or '<p class="muted">no plots for this run</p>'
+
+
+def _commit_page(commit: str, runs: list[RunFile], date, make_plots: bool) -> str:
+    body = [f'<p>commit <code>{E(commit)}</code>, {date:%Y-%m-%d %H:%M} UTC</p>']
+    for r in runs:
+        env = r.environment
+        body.append(f'<h2>Run {E(r.run_id)}</h2><p class="muted">machine {E(r.machine)}; backend {E(str(r.data.get("backend")))}; '
+                    f'{E(str(env.get("gpu", "")))} driver {E(str(env.get("driver", "")))}; torch {E(str(env.get("torch", "")))}; '
+                    f'config {E(str((r.data.get("config") or {}).get("name")))}{"; <b>dirty tree</b>" if r.dirty else ""}; '
+                    f'created {E(str(r.data.get("created")))}{"" if r.finished else "; <b>unfinished</b>"}</p>')
+        if r.data.get("backend") == "reference":
+            body.append('<p class="note">Reference backend: PyTorch on the CPU. These are not kernel times.</p>')
+        body.append('<table><thead><tr><th class="l">case</th><th class="l">status</th><th>median</th><th>IQR</th><th>n</th>'
+                    '<th>GB/s</th><th>x PCIe floor</th><th class="l">reason</th></tr></thead><tbody>')
+        for c in r.cases:
+            st, d = c.get("stats") or {}, c.get("derived") or {}
+            samples = c.get("samples_us") or []
+            med = st.get("median_us", _median(samples) if samples else None)
+            iqr = st.get("iqr_us")
+            cls = "bad" if c.get("status") == "failed" else ""
+            gbps = d.get("gbps")
+            over = d.get("over_pcie_floor")
+            body.append(f'<tr><td class="l">{E(c["case_id"])}</td><td class="l {cls}">{E(str(c.get("status")))}</td>'
+                        f'<td>{fmt_us(med)}</td><td>{fmt_us(iqr)}</td><td>{len(samples)}</td>'
+                        f'<td>{"-" if gbps is None else f"{gbps:.2f}"}</td><td>{"-" if over is None else f"{over:.2f}"}</td>'
+                        f'<td class="l">{E(str(c.get("reason") or ""))}</td></tr>')
+        body.append("</tbody></table>")
+        body.append(_plots_html(r, make_plots))
+    return _page(f"Commit {commit[:12]}", "".join(body), depth=1)
+
+
+def build_site(results_dir: str | os.PathLike, out_dir: str | os.PathLike, *, repo: str | os.PathLike | None = None,
+               machine: str | None = None, make_plots: bool = True) -> Site:
+    """Write the dashboard of every run under ``results_dir`` (its ``runs/``) into ``out_dir``."""
+    out = Path(out_dir)
+    site = Site(out)
+    runs, site.skipped = scan_runs(results_dir, machine=machine)
+    site.series = build_series(runs, repo=repo)
+    site.changes = {s.key: detect(s) for s in site.series}
+    for sub in ("bench", "commit"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+
+    def write(rel: str, text: str) -> None:
+        path = out / rel
+        path.write_text(text, encoding="utf-8")
+        site.pages.append(path)
+
+    dates = order_commits(runs, repo)
+    by_commit: dict[str, list[RunFile]] = {}
+    for r in sorted(runs, key=lambda r: r.created):
+        by_commit.setdefault(r.commit or f"run:{r.run_id}", []).append(r)
+    commits = sorted(by_commit, key=lambda c: (dates[c], c))
+
+    rows = []
+    for s in site.series:
+        meds = [_median(p.samples_us) if p.ok else None for p in s.points]
+        last = next((m for m in reversed(meds) if m is not None), None)
+        regs = [c for c in site.changes[s.key] if c.kind == changepoint.REGRESSION]
+        flag = f'<span class="bad">{len(regs)} regression(s)</span>' if regs else ""
+        page = f"bench/{slug(s.key)}.html"
+        write(page, _bench_page(s, site.changes[s.key]))
+        rows.append(f'<tr><td class="l"><a href="{page}">{E(s.case_id)}</a></td><td class="l">{E(s.machine)}</td>'
+                    f'<td class="l">{E(s.backend)}</td><td>{len(s.points)}</td><td>{fmt_us(last)}</td>'
+                    f'<td>{sparkline(meds)}</td><td class="l">{flag}</td></tr>')
+    notes = "".join(f'<p class="note">skipped {E(str(p))}: {E(reason)}</p>' for p, reason in site.skipped)
+    write("index.html", _page("hisparse-bench: benchmarks", notes + (
+        f'<p class="muted">{len(site.series)} benchmark(s), {len(commits)} commit(s). Times are medians per commit '
+        '(re-runs pooled); lower is better.</p><input placeholder="filter" oninput="filterRows(this.value)">'
+        '<table><thead><tr><th class="l">benchmark</th><th class="l">machine</th><th class="l">backend</th><th>commits</th>'
+        '<th>latest median</th><th>trend</th><th class="l">alerts</th></tr></thead><tbody class="filter">'
+        + "".join(rows) + "</tbody></table>")))
+
+    for c in commits:
+        write(f"commit/{_commit_slug(c)}.html", _commit_page(c, by_commit[c], dates[c], make_plots))
+    write("commits.html", _page("Commits", '<table><thead><tr><th class="l">commit</th><th class="l">date</th>'
+                                '<th class="l">runs</th><th>failed cases</th></tr></thead><tbody>' + "".join(
+        f'<tr><td class="l"><a href="commit/{E(_commit_slug(c))}.html">{E(c[:12])}</a></td><td class="l">{dates[c]:%Y-%m-%d %H:%M}</td>'
+        f'<td class="l">{E(", ".join(r.run_id for r in by_commit[c]))}</td>'
+        f'<td>{sum(1 for r in by_commit[c] for k in r.cases if k.get("status") == "failed")}</td></tr>'
+        for c in reversed(commits)) + "</tbody></table>"))
+
+    reg_rows = "".join(
+        f'<tr><td class="l"><a href="bench/{slug(s.key)}.html">{E(s.case_id)}</a></td><td class="l">{E(s.machine)}</td>'
+        f'<td class="l"><a href="commit/{E(_commit_slug(s.points[c.index].commit))}.html">{E(s.points[c.index].commit[:12])}</a></td>'
+        f'<td>{fmt_us(c.before_median)}</td><td>{fmt_us(c.after_median)}</td><td class="bad">{c.change * 100:+.2f}%</td>'
+        f'<td>{c.threshold * 100:.2f}%</td><td>{c.p_value:.3f}</td></tr>' for s, c in site.regressions)
+    fail_rows = "".join(
+        f'<tr><td class="l"><a href="commit/{E(_commit_slug(c))}.html">{E(c[:12])}</a></td><td class="l">{E(r.machine)}</td>'
+        f'<td class="l">{E(k["case_id"])}</td><td class="l">{E(str(k.get("reason") or ""))}</td></tr>'
+        for c in reversed(commits) for r in by_commit[c] for k in r.cases if k.get("status") == "failed")
+    write("regressions.html", _page("Regressions", (
+        '<h2>Detected regressions (change points)</h2><p class="muted">Binary segmentation with a permutation test over '
+        'per-commit medians; a change must exceed the case\'s own noise (docs/regression.md).</p>'
+        '<table><thead><tr><th class="l">benchmark</th><th class="l">machine</th><th class="l">first commit</th><th>before</th>'
+        '<th>after</th><th>change</th><th>threshold</th><th>p</th></tr></thead><tbody>'
+        + (reg_rows or '<tr><td class="l muted" colspan="8">none</td></tr>') + "</tbody></table>"
+        '<h2>Failed cases</h2><table><thead><tr><th class="l">commit</th><th class="l">machine</th><th class="l">case</th>'
+        '<th class="l">reason</th></tr></thead><tbody>'
+        + (fail_rows or '<tr><td class="l muted" colspan="4">none</td></tr>') + "</tbody></table>")))
+    return site

@@ -1,0 +1,182 @@
+"""The static dashboard: built from synthetic runs, parsed back, checked for data and for any external URL."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from datetime import timedelta
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from _regression_data import T0, fake_commit, make_run, write_run
+from hisparse.cli import main as cli_main
+from hisparse.render.dashboard import build_site
+
+EXTERNAL = re.compile(rb"(?i)https?://|(?:src|href)\s*=\s*[\"']//")
+
+
+class Page(HTMLParser):
+    """Collects svg elements (class + circles inside), links, tables and titles."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.svgs: list[dict] = []
+        self.refs: list[str] = []
+        self.rows: list[list[str]] = []
+        self._cell = None
+        self._depth = 0
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("href", "src"):
+            if key in a:
+                self.refs.append(a[key])
+        if tag == "svg":
+            self.svgs.append({"class": a.get("class", ""), "circles": 0, "polygons": 0, "changes": 0})
+        elif self.svgs and tag == "circle":
+            self.svgs[-1]["circles"] += 1
+        elif self.svgs and tag == "polygon":
+            self.svgs[-1]["polygons"] += 1
+        elif self.svgs and tag == "line" and "change" in a.get("class", ""):
+            self.svgs[-1]["changes"] += 1
+        elif tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None and self.rows:
+            self.rows[-1].append(self._cell.strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+def _git(repo, *args, date=None):
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    if date:
+        env["GIT_COMMITTER_DATE"] = env["GIT_AUTHOR_DATE"] = date
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+@pytest.fixture
+def five_commits(tmp_path):
+    """5 commits; the multi_step level steps up 20% at commit 3; lru_sequential fails at commit 2."""
+    results = tmp_path / "results"
+    for i in range(5):
+        level = 100.0 * (1.2 if i >= 3 else 1.0)
+        write_run(results, make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": level, "lru_sequential": 300.0},
+                                    seed=i, failed=("lru_sequential",) if i == 2 else ()))
+    return results
+
+
+def _all_files(site: Path):
+    return [p for p in site.rglob("*") if p.is_file()]
+
+
+def test_site_pages_have_data_and_no_external_urls(five_commits, tmp_path):
+    out = tmp_path / "site"
+    site = build_site(five_commits, out, make_plots=False)
+    assert {p.name for p in out.iterdir()} >= {"index.html", "regressions.html", "commits.html", "bench", "commit"}
+    assert len(list((out / "commit").glob("*.html"))) == 5
+    assert len(list((out / "bench").glob("*.html"))) == 2 == len(site.series)
+
+    index = Page((out / "index.html").read_text())
+    sparks = [s for s in index.svgs if s["class"] == "spark"]
+    assert len(sparks) == 2
+    assert sorted(s["circles"] for s in sparks) == [4, 5]  # lru_sequential has no point at the failed commit
+
+    for page in (out / "bench").glob("*.html"):
+        p = Page(page.read_text())
+        (trend,) = [s for s in p.svgs if s["class"] == "trend"]
+        table = [r for r in p.rows if r and r[0] in {fake_commit(i)[:12] for i in range(5)}]
+        assert len(table) == 5  # commit, date, median, q1, q3, IQR, n, GB/s, runs
+        ok_rows = [r for r in table if not r[2].startswith("failed")]
+        assert trend["circles"] == len(ok_rows) >= 4 and trend["polygons"] == 1  # points + IQR band
+        for r in ok_rows:
+            assert r[6] == "10" and r[2].endswith(" us")
+
+    for f in _all_files(out):
+        assert not EXTERNAL.search(f.read_bytes()), f
+    for page in out.rglob("*.html"):
+        for ref in Page(page.read_text()).refs:
+            assert ref.startswith("data:") or not re.match(r"^[a-z][a-z0-9+.-]*:", ref), (page, ref)
+            if not ref.startswith("data:"):
+                assert (page.parent / ref.split("#")[0]).resolve().is_file(), (page, ref)  # no dead link
+
+
+def test_commit_page_has_summary_and_failed_case(five_commits, tmp_path):
+    out = tmp_path / "site"
+    build_site(five_commits, out, make_plots=False)
+    p = Page((out / "commit" / f"{fake_commit(2)[:12]}.html").read_text())
+    statuses = {r[0]: r[1] for r in p.rows if len(r) >= 2 and "/" in r[0]}
+    assert statuses == {"multi_step/distinct/b8/s4/k64/h128/i64/pdl1": "ok",
+                        "lru_sequential/distinct/b8/s4/k64/h128/i64/pdl0": "failed"}
+    reg = (out / "regressions.html").read_text()
+    assert "invariant 1 (data) failed" in reg and fake_commit(2)[:12] in reg
+
+
+def test_commit_page_embeds_engine_plots(five_commits, tmp_path):
+    # the engine's PNGs next to a run file are embedded as data URIs
+    run_file = next((five_commits / "runs").glob(f"*_{fake_commit(4)[:12]}_*.json"))
+    plots = run_file.with_suffix("")
+    plots.mkdir()
+    png = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+    (plots / "latency_vs_batch.png").write_bytes(png)
+    out = tmp_path / "site"
+    build_site(five_commits, out, make_plots=False)
+    page = (out / "commit" / f"{fake_commit(4)[:12]}.html").read_text()
+    assert 'src="data:image/png;base64,' in page and "latency_vs_batch.png" in page
+
+
+def test_regression_change_point_on_trend_and_regressions_page(tmp_path):
+    results = tmp_path / "results"
+    for i in range(12):
+        level = 100.0 * (1.15 if i >= 8 else 1.0)
+        write_run(results, make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": level, "lru_sequential": 300.0},
+                                    seed=i))
+    out = tmp_path / "site"
+    site = build_site(results, out, make_plots=False)
+    ((series, change),) = site.regressions
+    assert series.case_id.startswith("multi_step/") and series.points[change.index].commit == fake_commit(8)
+    assert change.change == pytest.approx(0.15, abs=0.01)
+    bench = Page((out / "bench" / next(p.name for p in (out / "bench").iterdir() if "multi_step" in p.name)).read_text())
+    assert [s["changes"] for s in bench.svgs if s["class"] == "trend"] == [1]
+    reg = Page((out / "regressions.html").read_text())
+    row = next(r for r in reg.rows if r and r[0].startswith("multi_step/"))
+    assert row[2] == fake_commit(8)[:12]
+    assert float(row[5].rstrip("%")) == pytest.approx(15.0, abs=1.0)
+
+
+def test_commits_ordered_by_git_date_not_run_time(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    commits = []
+    for i in range(3):  # committed on days 1, 2, 3
+        (repo / "f").write_text(str(i))
+        _git(repo, "add", "f")
+        _git(repo, "commit", "-q", "-m", str(i), date=f"2026-10-0{i + 1}T00:00:00+00:00")
+        commits.append(_git(repo, "rev-parse", "HEAD"))
+    results = tmp_path / "results"
+    for k, c in enumerate(reversed(commits)):  # ... but measured newest first
+        write_run(results, make_run(c, T0 + timedelta(days=k), {"multi_step": 100.0, "lru_sequential": 300.0}))
+    site = build_site(results, tmp_path / "site", repo=repo, make_plots=False)
+    assert [p.commit for p in site.series[0].points] == commits
+    site = build_site(results, tmp_path / "site2", repo=None, make_plots=False)  # no git: run created time
+    assert [p.commit for p in site.series[0].points] == list(reversed(commits))
+
+
+def test_cli_dashboard(five_commits, tmp_path):
+    out = tmp_path / "site"
+    res = CliRunner().invoke(cli_main, ["dashboard", "--results", str(five_commits), "--out", str(out), "--no-plots"])
+    assert res.exit_code == 0, res.output
+    assert "2 benchmark(s)" in res.output and (out / "index.html").is_file()
