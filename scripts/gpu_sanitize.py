@@ -70,7 +70,7 @@ def build() -> int:
 # real cases
 
 
-def _swap_case(item: int, record_plan: bool, seed: int) -> dict:
+def _swap_case(item: int, record_plan: bool, seed: int, device: str = "cuda") -> dict:
     """bs=4 (rows: long, long, fast, padding), K=48, HOT=100 (not a power of two), page 2.
 
     The last device row and the last host row are used, and both buffers are exactly sized."""
@@ -102,9 +102,9 @@ def _swap_case(item: int, record_plan: bool, seed: int) -> dict:
     hcl[:, -1] = host_rows - 1
     for b in range(2):
         hcl[rids[b], top_k[b, 0]] = host_rows - 1  # one miss or hit at the host's last row
-    host = torch.empty(host_rows * item, dtype=torch.uint8, pin_memory=True)
+    host = torch.empty(host_rows * item, dtype=torch.uint8, pin_memory=device == "cuda")
     host.copy_(torch.randint(0, 256, (host_rows * item,), generator=g, dtype=torch.uint8))
-    dev = torch.device("cuda")
+    dev = torch.device(device)
     kw = dict(
         top_k_tokens=top_k.to(torch.int32).to(dev),
         device_buffer_tokens=tokens.to(torch.int32).to(dev),

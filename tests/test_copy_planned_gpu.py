@@ -25,6 +25,14 @@ pytestmark = [
 ]
 
 ITEM_SIZES = (576, 656, 1152, 584, 512, 100, 4)
+DEVICE = "cuda"  # the tensors' device; the host cache is pinned CPU memory read through UVA
+
+
+def pinned_bytes(data: torch.Tensor) -> torch.Tensor:
+    """A pinned copy of the uint8 tensor ``data``."""
+    out = torch.empty(data.numel(), dtype=torch.uint8, pin_memory=DEVICE == "cuda")
+    out.copy_(data)
+    return out
 BLOCK_SIZES_TESTED = (1024, 256)
 
 
@@ -56,7 +64,7 @@ class Plan:
 
 def make_plan(p: Plan) -> dict:
     g = torch.Generator().manual_seed(p.seed)
-    counts = torch.randint(0, p.max_count + 1, (p.batch,), generator=g)
+    counts = torch.randint(0, min(p.max_count, p.width) + 1, (p.batch,), generator=g)
     if p.num_real < p.batch:
         counts[p.num_real:] = 1 << 30  # garbage counts on padding rows: reading them would overrun
     live = int(counts[: p.num_real].sum())
@@ -84,15 +92,14 @@ def make_plan(p: Plan) -> dict:
         src[r, c: p.width] = 1 << 40
         dst[r, c: p.width] = (1 << 31) - 1
     host_bytes = torch.randint(0, 256, (p.host_offset + host_rows * p.item,), generator=g, dtype=torch.uint8)
-    pinned = torch.empty(host_bytes.numel(), dtype=torch.uint8, pin_memory=True)
-    pinned.copy_(host_bytes)
-    dev_gen = torch.Generator(device="cuda").manual_seed(p.seed)
-    device_buffer = torch.randint(0, 256, (device_rows * p.item,), generator=dev_gen, dtype=torch.uint8, device="cuda")
+    pinned = pinned_bytes(host_bytes)
+    dev_gen = torch.Generator(device=DEVICE).manual_seed(p.seed)
+    device_buffer = torch.randint(0, 256, (device_rows * p.item,), generator=dev_gen, dtype=torch.uint8, device=DEVICE)
     miss_count = torch.zeros(p.batch, dtype=torch.int32)
     miss_count[:] = counts.clamp(max=(1 << 31) - 1).to(torch.int32)
     return dict(
-        miss_src=src.cuda()[:, : p.width], miss_dst=dst.cuda()[:, : p.width], miss_count=miss_count.cuda(),
-        num_real_reqs=torch.tensor([p.num_real], dtype=torch.int32, device="cuda"),
+        miss_src=src.to(DEVICE)[:, : p.width], miss_dst=dst.to(DEVICE)[:, : p.width], miss_count=miss_count.to(DEVICE),
+        num_real_reqs=torch.tensor([p.num_real], dtype=torch.int32, device=DEVICE),
         host_cache=pinned[p.host_offset:], device_buffer=device_buffer, item_size_bytes=p.item,
     )
 
@@ -102,7 +109,7 @@ def check_plan(p: Plan, kw: dict | None = None) -> None:
     from hisparse.reference.copy_planned import copy_planned as reference
 
     kw = make_plan(p) if kw is None else kw
-    before = {k: v.clone() for k, v in kw.items() if isinstance(v, torch.Tensor) and v.device.type == "cuda"}
+    before = {k: kw[k].clone() for k in ("miss_src", "miss_dst", "miss_count", "num_real_reqs")}
     ref_buffer = kw["device_buffer"].clone()
     copy_planned(**kw, num_blocks=p.num_blocks, block_size=p.block_size)
     torch.cuda.synchronize()

@@ -25,6 +25,14 @@ pytestmark = [
 ]
 
 ITEM_SIZES = (576, 656, 1152, 584, 512, 100, 4)
+DEVICE = "cuda"  # the tensors' device; the host cache is pinned CPU memory read through UVA
+
+
+def pinned_bytes(data: torch.Tensor) -> torch.Tensor:
+    """A pinned copy of the uint8 tensor ``data``."""
+    out = torch.empty(data.numel(), dtype=torch.uint8, pin_memory=DEVICE == "cuda")
+    out.copy_(data)
+    return out
 LOADS = (1, 2, 4, 8)
 
 
@@ -66,11 +74,10 @@ def make_gather(c: Gather) -> dict:
         dst[dst == device_rows - 1] = dst[0].clone()
         dst[0] = device_rows - 1  # ... into the last device row
     host_bytes = torch.randint(0, 256, (c.host_offset + host_rows * c.item,), generator=g, dtype=torch.uint8)
-    pinned = torch.empty(host_bytes.numel(), dtype=torch.uint8, pin_memory=True)
-    pinned.copy_(host_bytes)
-    dev_gen = torch.Generator(device="cuda").manual_seed(c.seed)
-    device_buffer = torch.randint(0, 256, (device_rows * c.item,), generator=dev_gen, dtype=torch.uint8, device="cuda")
-    return dict(src_rows=src.cuda(), dst_rows=dst.to(torch.int32).cuda(), host_cache=pinned[c.host_offset:],
+    pinned = pinned_bytes(host_bytes)
+    dev_gen = torch.Generator(device=DEVICE).manual_seed(c.seed)
+    device_buffer = torch.randint(0, 256, (device_rows * c.item,), generator=dev_gen, dtype=torch.uint8, device=DEVICE)
+    return dict(src_rows=src.to(DEVICE), dst_rows=dst.to(torch.int32).to(DEVICE), host_cache=pinned[c.host_offset:],
                 device_buffer=device_buffer, item_size_bytes=c.item)
 
 
