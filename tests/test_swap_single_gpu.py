@@ -304,7 +304,8 @@ def check_workload(w: Workload, *, debug: bool = False) -> tuple[dict, dict]:
     torch.cuda.synchronize()
     reference(**kr)
     torch.cuda.synchronize()
-    assert_same(kk, kr, w.spec.label())
+    rows = "".join(path[0].upper() for path in w.paths)  # L(ong) F(ast) P(adding) per batch row
+    assert_same(kk, kr, f"{w.spec.label()} rows={rows} req_pool_indices={kk['req_pool_indices'].tolist()}")
     # Inputs the swap must not touch (the reference leaves them alone, so equality above already
     # covers them against each other; this pins them to their initial values).
     for name in read_only:
