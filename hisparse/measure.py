@@ -1,0 +1,174 @@
+"""One case, end to end: ``run_case(case, backend, floors=...) -> CaseResult``; and the sweep over
+cases that keeps the run file current (``run_sweep``).
+
+Order inside a case (a fast wrong kernel posts no number, harness.md §4):
+1. build the workload;
+2. correctness: ``check_calls`` eager calls of exactly the timed ops, each checked by the invariant
+   checker (single-step also bit-exact against the reference on clones, on a kernel backend). The
+   first violation fails the case with its reason and no timing;
+3. reset; ``calls_per_graph`` eager calls with the miss plan recorded (untimed): rows copied per call
+   (for the gather floor) and hits per call;
+4. reset; timing (``timing.time_calls``: the only timing loop);
+5. the gather floor of the recorded rows, timed the same way.
+Any exception (OOM, build error, unavailable kernel) fails the case with its message; the sweep goes
+on. KeyboardInterrupt is not caught.
+"""
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from hisparse import floors as floors_mod
+from hisparse import implementations, stats, timing
+from hisparse.floors import PinnedBandwidth
+from hisparse.results import CaseResult, RunRecord, RunWriter
+
+MAX_REASON_VIOLATIONS = 3
+
+
+def case_params(case: Any) -> dict:
+    """The ``params`` object of a result: the case's own dict, without its timing settings (those
+    are stored under ``timing`` as applied)."""
+    d = dict(case.to_dict())
+    d.pop("timing", None)
+    return d
+
+
+def _settings_dict(case: Any) -> dict:
+    t = case.timing
+    return {"calls_per_graph": t.calls_per_graph, "replays": t.replays, "warmup_calls": t.warmup_calls,
+            "l2_flush": bool(t.l2_flush)}
+
+
+def format_violations(violations: list) -> str:
+    parts = []
+    for v in violations[:MAX_REASON_VIOLATIONS]:
+        where = f" for request {v.request}" if v.request is not None else ""
+        entry = f" entry {v.entry}" if v.entry is not None else ""
+        parts.append(f"invariant {v.invariant} failed{where}{entry}: {v.detail}")
+    more = len(violations) - MAX_REASON_VIOLATIONS
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def _release(device: str) -> None:
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch  # noqa: PLC0415
+
+        torch.cuda.empty_cache()
+
+
+def _default_make_workload(case: Any, device: str) -> Any:
+    from hisparse.workload import make_workload  # noqa: PLC0415
+
+    return make_workload(case, device)
+
+
+def run_case(
+    case: Any,
+    backend: Any,
+    *,
+    floors: PinnedBandwidth,
+    make_workload: Callable[[Any, str], Any] | None = None,
+) -> CaseResult:
+    """Check, then time one case; never raises for a failing case (status "failed" + reason)."""
+    t0 = time.perf_counter()
+    params = case_params(case)
+    settings = timing.Settings.of(case.timing)
+    workload = bound = records = None
+
+    def failed(reason: str) -> CaseResult:
+        return CaseResult.failed(case.case_id, params, reason, timing=_settings_dict(case),
+                                 wall_s=time.perf_counter() - t0)
+
+    try:
+        workload = (make_workload or _default_make_workload)(case, backend.device)
+        bound = implementations.bind(case.implementation, backend, workload, pdl=case.pdl)
+
+        workload.reset()
+        for i in range(int(case.timing.check_calls)):
+            violations = bound.checked_call()
+            if violations:
+                return failed(f"check call {i}: " + format_violations(violations))
+
+        workload.reset()
+        records = [bound.recorded_call() for _ in range(settings.calls_per_graph)]
+        work = floors_mod.work_of(records, int(case.item_size_bytes))
+
+        workload.reset()
+        measurement = timing.time_calls(bound.call, reset=workload.reset, settings=settings,
+                                        device=backend.device)
+        gather = floors_mod.measure_gather_floor(backend, records, settings, int(case.item_size_bytes))
+    except Exception as e:  # noqa: BLE001 (every failure of one case is recorded, the sweep goes on)
+        return failed(f"{type(e).__name__}: {e}")
+    finally:
+        workload = bound = records = None  # drop the case's tensors before the next case allocates
+        _release(backend.device)
+
+    summary = stats.summary(measurement.samples_us)
+    floor = floors_mod.floor_dict(work, gather, floors)
+    return CaseResult(
+        case_id=case.case_id, params=params, status="ok", reason=None,
+        timing=measurement.timing_dict(), samples_us=measurement.samples_us, stats=summary.to_dict(),
+        work=work.to_dict(), floor=floor, derived=floors_mod.derived_dict(summary.median, work, floor),
+        clocks=measurement.clocks.to_dict(), wall_s=time.perf_counter() - t0,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Across cases
+
+
+def _baseline_id(params: dict) -> str | None:
+    from hisparse.config import Case  # noqa: PLC0415
+
+    try:
+        return Case.from_dict(params).baseline_id()
+    except Exception:  # noqa: BLE001 (params of an older config version: no speedup, not an error)
+        return None
+
+
+def link_speedups(record: RunRecord, baseline_of: Callable[[dict], str | None] = _baseline_id) -> RunRecord:
+    """Fill ``derived.speedup_vs_lru_sequential`` = median(baseline) / median(case) for every ok
+    non-baseline case whose baseline (same case, lru_sequential, pdl off) is ok in the run."""
+    by_id = {c.case_id: c for c in record.cases}
+    updated = []
+    for c in record.cases:
+        if not c.ok or c.derived is None or c.params.get("implementation") == "lru_sequential":
+            updated.append(c)
+            continue
+        base = by_id.get(baseline_of(c.params) or "")
+        speedup = None
+        if base is not None and base.ok and c.median_us:
+            speedup = base.median_us / c.median_us
+        if c.derived.get("speedup_vs_lru_sequential") != speedup:
+            c = replace(c, derived={**c.derived, "speedup_vs_lru_sequential": speedup})
+        updated.append(c)
+    return replace(record, cases=tuple(updated))
+
+
+def run_sweep(
+    cases: Iterable[Any],
+    backend: Any,
+    writer: RunWriter,
+    *,
+    floors: PinnedBandwidth,
+    run: Callable[..., CaseResult] = run_case,
+    baseline_of: Callable[[dict], str | None] = _baseline_id,
+) -> Iterator[tuple[Any, CaseResult | None]]:
+    """Run every case not already in ``writer``'s file; after each, rewrite the file atomically.
+
+    Yields (case, result) per case, result None for one skipped because the file already has it
+    (``--resume``). The caller calls ``writer.finish()`` when the generator is exhausted.
+    """
+    done = writer.done_ids
+    for case in cases:
+        if case.case_id in done:
+            yield case, None
+            continue
+        result = run(case, backend, floors=floors)
+        writer.replace_record(link_speedups(writer.record.with_case(result), baseline_of))
+        yield case, writer.record.case(case.case_id)

@@ -1,0 +1,147 @@
+"""Environment metadata of a run: a registry of keys (type, unit, meaning) and the collector.
+
+pyperf practice 10: every key has a declared type; ``CHECKED_KEYS`` are the ones two runs must agree
+on before their cases may live in one file (``--resume``) without a warning-free comparison.
+Collecting never changes device state (no clock locking) and never fails: a value that cannot be
+read is None.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from hisparse import env
+
+
+@dataclass(frozen=True)
+class MetadataKey:
+    type: type | tuple[type, ...]
+    unit: str | None
+    description: str
+
+
+REGISTRY: dict[str, MetadataKey] = {
+    "machine": MetadataKey(str, None, "HISPARSE_MACHINE or the host name"),
+    "gpu": MetadataKey(str, None, "device name of the GPU the run used; None on the reference backend"),
+    "gpu_count": MetadataKey(int, None, "visible CUDA devices"),
+    "compute_capability": MetadataKey(str, None, "major.minor"),
+    "driver": MetadataKey(str, None, "NVIDIA driver version"),
+    "cuda_runtime": MetadataKey(str, None, "CUDA version torch was built with"),
+    "torch": MetadataKey(str, None, "torch.__version__"),
+    "tvm_ffi": MetadataKey(str, None, "apache-tvm-ffi version"),
+    "python": MetadataKey(str, None, "interpreter version"),
+    "git_commit": MetadataKey(str, None, "HEAD of the source checkout (40 hex)"),
+    "git_dirty": MetadataKey(bool, None, "uncommitted changes to tracked files"),
+    "hisparse": MetadataKey(str, None, "package version"),
+    "l2_bytes": MetadataKey(int, "bytes", "L2 cache size of the GPU"),
+    "sm_count": MetadataKey(int, None, "streaming multiprocessors"),
+    "cpu": MetadataKey(str, None, "processor description (reference backend timings depend on it)"),
+}
+
+# Keys that must match for results to be merged into one run file (resume).
+CHECKED_KEYS = ("machine", "gpu", "driver", "cuda_runtime", "torch", "git_commit")
+
+
+def validate(environment: dict) -> list[str]:
+    """Type problems of an environment dict (unknown keys are allowed: newer writers may add some)."""
+    problems = []
+    for key, spec in REGISTRY.items():
+        value = environment.get(key)
+        if value is not None and not isinstance(value, spec.type):
+            problems.append(f"environment.{key}: expected {spec.type}, got {type(value).__name__} {value!r}")
+    return problems
+
+
+def mismatches(a: dict, b: dict, keys: tuple[str, ...] = CHECKED_KEYS) -> list[str]:
+    """Human-readable differences of the checked keys between two environments."""
+    return [f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_info(root: Path | None = None) -> tuple[str | None, bool | None]:
+    """(HEAD commit, dirty flag) of the source checkout; (None, None) outside a git checkout."""
+    root = root or env.REPO_ROOT
+    if root is None:
+        return None, None
+    commit = _run(["git", "rev-parse", "HEAD"], cwd=root)
+    if commit is None:
+        return None, None
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
+    return commit, (bool(status) if status is not None else None)
+
+
+def machine_name() -> str:
+    return os.environ.get("HISPARSE_MACHINE") or socket.gethostname()
+
+
+def _tvm_ffi_version() -> str | None:
+    try:
+        from importlib.metadata import version  # noqa: PLC0415
+
+        return version("apache-tvm-ffi")
+    except Exception:  # not installed: recorded as None
+        return None
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml  # noqa: PLC0415
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+    except Exception:  # pynvml missing or NVML unusable: ask nvidia-smi
+        pass
+    out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    return out.splitlines()[0].strip() if out else None
+
+
+def collect_environment(device: str = "cpu") -> dict:
+    """Metadata of this process for a run on ``device`` ("cuda" or "cpu")."""
+    import torch  # noqa: PLC0415
+
+    from hisparse import __version__  # noqa: PLC0415
+
+    commit, dirty = git_info()
+    meta: dict = {
+        "machine": machine_name(),
+        "gpu": None,
+        "gpu_count": 0,
+        "compute_capability": None,
+        "driver": None,
+        "cuda_runtime": torch.version.cuda,
+        "torch": torch.__version__,
+        "tvm_ffi": _tvm_ffi_version(),
+        "python": platform.python_version(),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "hisparse": __version__,
+        "l2_bytes": None,
+        "sm_count": None,
+        "cpu": platform.processor() or platform.machine() or None,
+    }
+    if device == "cuda" and torch.cuda.is_available():
+        idx = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(idx)
+        meta.update(
+            gpu=props.name,
+            gpu_count=torch.cuda.device_count(),
+            compute_capability=f"{props.major}.{props.minor}",
+            driver=_driver_version(),
+            l2_bytes=int(getattr(props, "L2_cache_size", 0)) or None,
+            sm_count=int(props.multi_processor_count),
+        )
+    elif torch.cuda.is_available():
+        meta["gpu_count"] = torch.cuda.device_count()
+    return meta

@@ -1,0 +1,224 @@
+"""Figures of one run (matplotlib, Agg backend: no display needed). Each function saves a PNG and
+returns its path, or None when the run has no data for it (e.g. no PDL on/off pairs);
+``plot_run`` makes all of them and returns the paths written.
+
+- latency_vs_batch.png: median time per call (IQR bars) vs batch, one line per implementation
+  (and per other varying parameter), one panel per workload;
+- speedup_vs_batch.png: speedup over the sequential-LRU baseline of the same case;
+- floor_fraction.png: % of the PCIe and gather floors reached (floor / time);
+- pdl.png: time with PDL on / time with PDL off, for cases that differ only in pdl;
+- hot_buffer_size.png: median time vs hot_buffer_size.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hisparse.results import CaseResult, RunRecord
+
+# Parameters that never split a line (workload is the panel; the x axis is excluded per plot).
+_IGNORED = {"workload", "seed"}
+
+
+def _pyplot():
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
+
+
+def _hashable(v: Any) -> Any:
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+
+
+def _ok(run: RunRecord) -> list[CaseResult]:
+    return [c for c in run.cases if c.ok and c.stats]
+
+
+def _varying(cases: list[CaseResult], exclude: set[str]) -> list[str]:
+    keys = sorted({k for c in cases for k in c.params} - exclude)
+    return [k for k in keys if len({_hashable(c.params.get(k)) for c in cases}) > 1]
+
+
+def _label(params: dict, keys: list[str]) -> str:
+    parts = []
+    for k in keys:
+        v = params.get(k)
+        if k == "implementation":
+            parts.insert(0, str(v))
+        elif isinstance(v, bool):
+            parts.append(f"{k}={'on' if v else 'off'}")
+        else:
+            parts.append(f"{k}={_hashable(v)}")
+    return " ".join(parts) or str(params.get("implementation"))
+
+
+def _grouped(cases: list[CaseResult], x_key: str, exclude: set[str] = frozenset()) -> dict[str, dict[str, list]]:
+    """{workload: {series label: sorted [(x, case)]}}; a series = cases equal in everything but x.
+    A label names the implementation and the parameters that vary among that implementation's cases
+    (pdl is always off for lru_sequential, so it is not worth a word there)."""
+    skip = _IGNORED | {x_key, "implementation"} | set(exclude)
+    by_impl: dict[str, list[CaseResult]] = defaultdict(list)
+    for c in cases:
+        by_impl[str(c.params.get("implementation"))].append(c)
+    keys = {impl: ["implementation"] + _varying(group, skip) for impl, group in by_impl.items()}
+    panels: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for c in cases:
+        label = _label(c.params, keys[str(c.params.get("implementation"))])
+        panels[str(c.params.get("workload"))][label].append((c.params.get(x_key), c))
+    return {w: {s: sorted(v, key=lambda t: t[0]) for s, v in series.items()} for w, series in sorted(panels.items())}
+
+
+def _log2_axis(ax, xs: set) -> None:
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: PLC0415
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(xs)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+def _figure(plt, n: int):
+    fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.2), squeeze=False)
+    return fig, axes[0]
+
+
+def _save(fig, path: Path, title: str) -> Path:
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _backend_note(run: RunRecord) -> str:
+    return "\n(reference backend: PyTorch times on the CPU, not kernel times)" if run.backend == "reference" else ""
+
+
+def _line_plot(run: RunRecord, path: Path, x_key: str, y_of: Callable[[CaseResult], float | None], *,
+               ylabel: str, title: str, cases: list[CaseResult] | None = None, logx: bool = True,
+               hline: float | None = None, errors: bool = False, min_points: int = 1) -> Path | None:
+    cases = _ok(run) if cases is None else cases
+    panels = _grouped(cases, x_key)
+    drawn = 0
+    plt = _pyplot()
+    fig, axes = _figure(plt, max(len(panels), 1))
+    try:
+        for ax, (workload, series) in zip(axes, panels.items()):
+            for label, points in series.items():
+                pts = [(x, y_of(c), c) for x, c in points if y_of(c) is not None]
+                if len(pts) < min_points:
+                    continue
+                xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+                if errors:
+                    lo = [y - p[2].stats["q1_us"] for y, p in zip(ys, pts)]
+                    hi = [p[2].stats["q3_us"] - y for y, p in zip(ys, pts)]
+                    ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label)
+                else:
+                    ax.plot(xs, ys, marker="o", label=label)
+                drawn += 1
+            xs_all = {x for pts in series.values() for x, _ in pts if x}
+            if logx and xs_all:
+                _log2_axis(ax, xs_all)
+            if hline is not None:
+                ax.axhline(hline, color="grey", linestyle="--", linewidth=1)
+            ax.set_title(f"workload: {workload}")
+            ax.set_xlabel(x_key)
+            ax.set_ylabel(ylabel)
+            ax.grid(True, alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+        if drawn == 0:
+            return None
+        return _save(fig, path, title + _backend_note(run))
+    finally:
+        plt.close(fig)
+
+
+def latency_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
+    return _line_plot(run, out_dir / "latency_vs_batch.png", "batch", lambda c: c.stats["median_us"],
+                      ylabel="median time per call (us), IQR bars", title="Latency vs batch", errors=True)
+
+
+def speedup_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
+    cases = [c for c in _ok(run) if c.params.get("implementation") != "lru_sequential"]
+    return _line_plot(run, out_dir / "speedup_vs_batch.png", "batch",
+                      lambda c: (c.derived or {}).get("speedup_vs_lru_sequential"), cases=cases,
+                      ylabel="speedup over sequential LRU (x)", title="Speedup vs batch", hline=1.0)
+
+
+def floor_fraction(run: RunRecord, out_dir: Path) -> Path | None:
+    """% of floor reached = floor / time * 100 (100% = as fast as the floor)."""
+    plt = _pyplot()
+    cases = _ok(run)
+    panels = _grouped(cases, "batch")
+    fig, axes = _figure(plt, max(len(panels), 1))
+    drawn = 0
+    try:
+        for ax, (workload, series) in zip(axes, panels.items()):
+            for label, points in series.items():
+                for key, style in (("pcie_floor_us", "-"), ("gather_floor_us", "--")):
+                    pts = [(x, 100.0 * c.floor[key] / c.stats["median_us"]) for x, c in points
+                           if c.floor and c.floor.get(key) and c.stats["median_us"]]
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o",
+                                label=f"{label} ({key.split('_')[0]})")
+                        drawn += 1
+            xs_all = {x for pts in series.values() for x, _ in pts if x}
+            if xs_all:
+                _log2_axis(ax, xs_all)
+            ax.axhline(100.0, color="grey", linestyle=":", linewidth=1)
+            ax.set_title(f"workload: {workload}")
+            ax.set_xlabel("batch")
+            ax.set_ylabel("% of floor (floor time / time)")
+            ax.grid(True, alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+        if drawn == 0:
+            return None
+        return _save(fig, out_dir / "floor_fraction.png", "Fraction of the floors reached" + _backend_note(run))
+    finally:
+        plt.close(fig)
+
+
+def pdl_effect(run: RunRecord, out_dir: Path) -> Path | None:
+    """time(pdl on) / time(pdl off) for pairs of cases equal in everything but pdl."""
+    def key(c: CaseResult) -> tuple:
+        return tuple(sorted((k, _hashable(v)) for k, v in c.params.items() if k != "pdl"))
+
+    off = {key(c): c for c in _ok(run) if c.params.get("pdl") is False}
+    pairs = [(c, off[key(c)]) for c in _ok(run) if c.params.get("pdl") is True and key(c) in off]
+    if not pairs:
+        return None
+    on_cases = [c for c, _ in pairs]
+    ratio = {id(c): c.stats["median_us"] / o.stats["median_us"] for c, o in pairs if o.stats["median_us"]}
+    return _line_plot(run, out_dir / "pdl.png", "batch", lambda c: ratio.get(id(c)), cases=on_cases,
+                      ylabel="time PDL on / PDL off", title="PDL on vs off", hline=1.0)
+
+
+def hot_buffer_effect(run: RunRecord, out_dir: Path) -> Path | None:
+    cases = _ok(run)
+    if len({c.params.get("hot_buffer_size") for c in cases}) < 2:
+        return None
+    return _line_plot(run, out_dir / "hot_buffer_size.png", "hot_buffer_size", lambda c: c.stats["median_us"],
+                      ylabel="median time per call (us)", title="hot_buffer_size effect", errors=True,
+                      min_points=2)
+
+
+PLOTS = (latency_vs_batch, speedup_vs_batch, floor_fraction, pdl_effect, hot_buffer_effect)
+
+
+def plot_run(run: RunRecord, out_dir: str | Path) -> list[Path]:
+    """Every figure this run has data for, as PNGs under ``out_dir``; returns their paths."""
+    out_dir = Path(out_dir)
+    paths = []
+    for fn in PLOTS:
+        p = fn(run, out_dir)
+        if p is not None:
+            paths.append(p)
+    return paths

@@ -1,0 +1,136 @@
+"""Plain-text tables (terminal and Markdown-compatible). Formatting only: every function returns a
+string; the commands print it."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from hisparse.results import RunRecord
+
+REFERENCE_NOTE = ("NOTE: backend 'reference': times are PyTorch-reference times on the CPU, not kernel "
+                  "times; they say nothing about GPU performance.")
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str | None = None) -> str:
+    """Markdown-style pipe table; ``align`` is one char per column ('l' or 'r', default: first l)."""
+    rows = [list(map(str, r)) for r in rows]
+    align = align or ("l" + "r" * (len(headers) - 1))
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def fmt(cells: Sequence[str]) -> str:
+        out = []
+        for c, w, a in zip(cells, widths, align):
+            out.append(c.ljust(w) if a == "l" else c.rjust(w))
+        return "| " + " | ".join(out) + " |"
+
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else ("-" * (w + 2))
+                         for w, a in zip(widths, align)) + "|"
+    return "\n".join([fmt(headers), sep] + [fmt(r) for r in rows])
+
+
+def num(x: Any, spec: str = ".1f", none: str = "-") -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return none
+    return format(x, spec)
+
+
+def us(x: Any) -> str:
+    """Microseconds with 3-4 significant digits."""
+    if x is None:
+        return "-"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 100:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def ratio(x: Any) -> str:
+    return num(x, ".2f") + ("x" if x is not None else "")
+
+
+def run_header(run: RunRecord) -> str:
+    env = run.environment
+    cfg = run.config
+    where = env.get("gpu") or f"CPU ({env.get('cpu') or 'unknown'})"
+    lines = [
+        f"run {run.run_id}  backend={run.backend}  config={cfg.get('name')} (hash {str(cfg.get('hash'))[:12]})"
+        + ("  --ci" if cfg.get("ci") else ""),
+        f"machine {env.get('machine')}: {where}, torch {env.get('torch')}, commit "
+        f"{str(env.get('git_commit'))[:12]}{' (dirty)' if env.get('git_dirty') else ''}",
+    ]
+    pinned = run.floors.get("pinned_h2d_gbps")
+    lines.append(f"pinned host->device bandwidth: {num(pinned, '.1f')} GB/s" if pinned is not None
+                 else f"pinned host->device bandwidth: {run.floors.get('note') or 'n/a'}")
+    if run.backend == "reference":
+        lines.append(REFERENCE_NOTE)
+    return "\n".join(lines)
+
+
+def run_table(run: RunRecord) -> str:
+    rows = []
+    for c in run.cases:
+        if not c.ok:
+            continue
+        s, d, w = c.stats or {}, c.derived or {}, c.work or {}
+        rows.append([
+            c.case_id, us(s.get("median_us")), us(s.get("iqr_us")),
+            ratio(d.get("over_pcie_floor")), ratio(d.get("over_gather_floor")), num(d.get("gbps"), ".3g"),
+            ratio(d.get("speedup_vs_lru_sequential")), num(w.get("unique_misses_per_call"), ".0f"),
+        ])
+    if not rows:
+        return "(no timed cases)"
+    return table(["case", "time/call us", "IQR us", "/PCIe floor", "/gather floor", "GB/s", "speedup vs LRU",
+                  "misses/call"], rows)
+
+
+def failed_table(run: RunRecord) -> str:
+    bad = [c for c in run.cases if not c.ok]
+    if not bad:
+        return ""
+    return f"{len(bad)} case(s) not timed:\n" + "\n".join(f"  {c.status.upper()} {c.case_id}: {c.reason}" for c in bad)
+
+
+def run_summary(run: RunRecord) -> str:
+    """Header, the per-case table, failed cases with reasons, pruned count."""
+    parts = [run_header(run), "", run_table(run)]
+    failed = failed_table(run)
+    if failed:
+        parts += ["", failed]
+    pruned = run.config.get("pruned") or []
+    ok = sum(1 for c in run.cases if c.ok)
+    parts += ["", f"{ok} ok, {len(run.cases) - ok} failed/skipped, {len(pruned)} pruned by the config's rules"
+              + (" (see `hisparse-bench list`)" if pruned else "")]
+    return "\n".join(parts)
+
+
+def compare_table(verdicts: Sequence[Any], *, threshold: float, alpha: float) -> str:
+    rows = []
+    for v in verdicts:
+        ci = "-" if v.ci_low is None else f"[{num(v.ci_low, '.3f')}, {num(v.ci_high, '.3f')}]"
+        rows.append([v.case_id, us(v.base_median_us), us(v.head_median_us), num(v.ratio, ".3f"), ci,
+                     num(v.p_value, ".2g"), v.classification + (f" ({v.note})" if v.note else "")])
+    if not rows:
+        return "(no common cases)"
+    counts = {k: sum(1 for v in verdicts if v.classification == k) for k in ("regressed", "improved", "unchanged", "failed")}
+    foot = (f"ratio = B/A median time per call (> 1: B slower); significant: Mann-Whitney p < {alpha}; "
+            f"threshold {threshold:.1%}.\n" + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    return table(["case", "A us", "B us", "B/A", "95% CI", "p", "verdict"], rows, "lrrrrrl") + "\n" + foot
+
+
+def listing(cases: Sequence[Any], pruned: Sequence[Any]) -> str:
+    """Case ids, then the pruned combinations with their reasons."""
+    lines = [f"{len(cases)} case(s):"] + [f"  {c.case_id}" for c in cases]
+    if pruned:
+        lines.append(f"{len(pruned)} pruned:")
+        lines += [f"  {_pruned_id(p)}: {p.reason}" for p in pruned]
+    return "\n".join(lines)
+
+
+def _pruned_id(p: Any) -> str:
+    cid = getattr(p, "case_id", None)
+    if cid:
+        return cid
+    params = getattr(p, "params", {})
+    return ", ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else str(params)

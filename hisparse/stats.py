@@ -1,0 +1,233 @@
+"""Statistics over raw samples: pure functions, no I/O, no torch (pyperf practice 8: statistics are
+derived from the stored samples, never stored instead of them).
+
+- ``summary``: median, quartiles (linear interpolation between order statistics, numpy's default
+  "type 7" definition), IQR, min, max, mean.
+- ``mann_whitney_u``: two-sample rank test. Exact null distribution (Gaussian binomial coefficients,
+  integer arithmetic) when there are no ties and the samples are small; otherwise the normal
+  approximation with tie correction and continuity correction. Same definitions as
+  ``scipy.stats.mannwhitneyu`` (``method="exact"`` / ``"asymptotic"``, ``use_continuity=True``);
+  scipy is not a dependency, so the tests check hand-computed cases.
+- ``bootstrap_ratio_ci``: percentile bootstrap CI of median(b) / median(a).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# Exact U distribution up to this many (n1 * n2) cells: the polynomial has n1*n2+1 integer
+# coefficients and is built in O(min(n1,n2) * n1 * n2) additions (2,500 -> well under 10 ms).
+EXACT_MAX_CELLS = 2500
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    q1: float
+    q3: float
+    iqr: float
+    min: float
+    max: float
+    mean: float
+
+    def to_dict(self, unit: str = "us") -> dict[str, float | int]:
+        """The ``stats`` object of a result file: ``{"n", "median_us", "q1_us", ...}``."""
+        out: dict[str, float | int] = {"n": self.n}
+        for key in ("median", "q1", "q3", "iqr", "min", "max", "mean"):
+            out[f"{key}_{unit}"] = getattr(self, key)
+        return out
+
+
+def _as_floats(name: str, samples: Sequence[float]) -> list[float]:
+    values = [float(x) for x in samples]
+    if not values:
+        raise ValueError(f"{name}: needs at least one sample")
+    if any(math.isnan(x) for x in values):
+        raise ValueError(f"{name}: NaN in samples")
+    return values
+
+
+def quantile(samples: Sequence[float], q: float) -> float:
+    """Quantile ``q`` in [0, 1] by linear interpolation between order statistics (numpy's default)."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q: must be in [0, 1], got {q}")
+    xs = sorted(_as_floats("samples", samples))
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def median(samples: Sequence[float]) -> float:
+    return quantile(samples, 0.5)
+
+
+def summary(samples: Sequence[float]) -> Summary:
+    """Median, quartiles, IQR, min, max and mean of raw samples (at least one)."""
+    xs = _as_floats("samples", samples)
+    q1, q3 = quantile(xs, 0.25), quantile(xs, 0.75)
+    return Summary(
+        n=len(xs), median=quantile(xs, 0.5), q1=q1, q3=q3, iqr=q3 - q1,
+        min=min(xs), max=max(xs), mean=math.fsum(xs) / len(xs),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Mann-Whitney U
+
+
+@dataclass(frozen=True)
+class MannWhitneyResult:
+    u1: float  # U statistic of the first sample: #{(i, j): x_i > y_j} + 0.5 * #{x_i == y_j}
+    u2: float  # n1 * n2 - u1
+    p_value: float
+    method: str  # "exact" | "asymptotic"
+    alternative: str
+
+
+def rank_sum(x: Sequence[float], y: Sequence[float]) -> tuple[float, bool]:
+    """Sum of the (mid)ranks of ``x`` in the pooled sample, and whether there were ties."""
+    pooled = sorted([(v, 0) for v in x] + [(v, 1) for v in y])
+    r1, ties, i = 0.0, False, 0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        if j > i:
+            ties = True
+        mid = (i + j) / 2 + 1  # ranks are 1-based
+        r1 += mid * sum(1 for k in range(i, j + 1) if pooled[k][1] == 0)
+        i = j + 1
+    return r1, ties
+
+
+def _tie_term(values: Sequence[float]) -> float:
+    """sum over tie groups of (t^3 - t)."""
+    counts: dict[float, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return float(sum(t**3 - t for t in counts.values()))
+
+
+def u_distribution(n1: int, n2: int) -> list[int]:
+    """Number of arrangements with U = u, for u = 0..n1*n2 (no ties); they sum to C(n1+n2, n1).
+
+    These are the coefficients of the Gaussian binomial [n1+n2 choose n1]_q =
+    prod_{i=1..m} (1 - q^(n+i)) / (1 - q^i), m = min(n1, n2), n = max(n1, n2); each division by
+    (1 - q^i) is exact, i.e. a running sum with stride i.
+    """
+    m, n = min(n1, n2), max(n1, n2)
+    size = m * n + 1
+    coeffs = [0] * size
+    coeffs[0] = 1
+    for i in range(1, m + 1):
+        shift = n + i
+        for u in range(size - 1, shift - 1, -1):  # multiply by (1 - q^(n+i)), truncated: degree stays <= m*n
+            coeffs[u] -= coeffs[u - shift]
+        for u in range(i, size):  # divide by (1 - q^i)
+            coeffs[u] += coeffs[u - i]
+    return coeffs
+
+
+def _exact_p(u1: float, n1: int, n2: int, alternative: str) -> float:
+    counts = u_distribution(n1, n2)
+    total = sum(counts)
+    u = int(round(u1))
+    p_le = sum(counts[: u + 1]) / total  # P(U <= u1)
+    p_ge = sum(counts[u:]) / total  # P(U >= u1)
+    if alternative == "less":
+        return p_le
+    if alternative == "greater":
+        return p_ge
+    return min(1.0, 2.0 * min(p_le, p_ge))
+
+
+def _normal_sf(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def _asymptotic_p(u1: float, n1: int, n2: int, tie_term: float, alternative: str) -> float:
+    n = n1 + n2
+    mu = n1 * n2 / 2.0
+    var = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1)))
+    if var <= 0.0:  # every value identical: no evidence of any shift
+        return 1.0
+    sigma = math.sqrt(var)
+    if alternative == "greater":
+        return _normal_sf((u1 - mu - 0.5) / sigma)
+    if alternative == "less":
+        return _normal_sf((mu - u1 - 0.5) / sigma)
+    z = (abs(u1 - mu) - 0.5) / sigma
+    return min(1.0, 2.0 * _normal_sf(z))
+
+
+def mann_whitney_u(
+    x: Sequence[float], y: Sequence[float], *, alternative: str = "two-sided", method: str = "auto"
+) -> MannWhitneyResult:
+    """Mann-Whitney U test of ``x`` against ``y``.
+
+    ``alternative``: "two-sided", "greater" (x tends to be larger), "less". ``method``: "auto" (exact
+    when there are no ties and n1*n2 <= EXACT_MAX_CELLS, else asymptotic), "exact", "asymptotic".
+    """
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative: must be 'two-sided', 'greater' or 'less', got {alternative!r}")
+    if method not in ("auto", "exact", "asymptotic"):
+        raise ValueError(f"method: must be 'auto', 'exact' or 'asymptotic', got {method!r}")
+    xs, ys = _as_floats("x", x), _as_floats("y", y)
+    n1, n2 = len(xs), len(ys)
+    r1, ties = rank_sum(xs, ys)
+    u1 = r1 - n1 * (n1 + 1) / 2.0
+    u2 = n1 * n2 - u1
+    if method == "exact" and ties:
+        raise ValueError("method='exact': the exact distribution assumes no ties; use 'asymptotic'")
+    use_exact = method == "exact" or (method == "auto" and not ties and n1 * n2 <= EXACT_MAX_CELLS)
+    if use_exact:
+        p = _exact_p(u1, n1, n2, alternative)
+    else:
+        p = _asymptotic_p(u1, n1, n2, _tie_term(xs + ys), alternative)
+    return MannWhitneyResult(u1=u1, u2=u2, p_value=p, method="exact" if use_exact else "asymptotic",
+                             alternative=alternative)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bootstrap
+
+
+def bootstrap_ratio_ci(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of median(b) / median(a) (a = base, b = head; > 1 means b is slower).
+
+    Both samples are resampled independently with replacement; deterministic for a given seed.
+    Returns (nan, nan) when a resampled base median can be 0.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence: must be in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples: must be >= 1, got {n_resamples}")
+    xa = np.asarray(_as_floats("a", a))
+    xb = np.asarray(_as_floats("b", b))
+    rng = np.random.default_rng(seed)
+    ma = np.median(xa[rng.integers(0, xa.size, size=(n_resamples, xa.size))], axis=1)
+    mb = np.median(xb[rng.integers(0, xb.size, size=(n_resamples, xb.size))], axis=1)
+    if np.any(ma == 0):
+        return (math.nan, math.nan)
+    ratios = mb / ma
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(ratios, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+def ratio_of_medians(a: Sequence[float], b: Sequence[float]) -> float:
+    """median(b) / median(a); nan when median(a) is 0."""
+    ma = median(a)
+    return median(b) / ma if ma != 0 else math.nan
