@@ -149,10 +149,7 @@ class ClockSampler:
             import pynvml  # noqa: PLC0415
 
             pynvml.nvmlInit()
-            if self.target.startswith(("GPU-", "MIG-")):
-                self._handle = pynvml.nvmlDeviceGetHandleByUUID(self.target)
-            else:
-                self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(self.target))
+            self._handle = self._nvml_handle(pynvml)
             self._nvml = pynvml
             return "nvml"
         except Exception:  # no pynvml, or NVML refuses: try nvidia-smi
@@ -160,6 +157,15 @@ class ClockSampler:
         if self._smi_query() is not None:
             return "nvidia-smi"
         return "unavailable"
+
+    def _nvml_handle(self, nv: Any) -> Any:
+        if self.target.startswith(("GPU-", "MIG-")):
+            for key in (self.target, self.target.encode()):  # nvidia-ml-py versions differ: str or bytes
+                try:
+                    return nv.nvmlDeviceGetHandleByUUID(key)
+                except Exception:  # noqa: BLE001 (try the other spelling)
+                    continue
+        return nv.nvmlDeviceGetHandleByIndex(int(self.target) if self.target.isdigit() else 0)
 
     def _smi_query(self) -> tuple[int | None, int | None, str] | None:
         for reasons_field in ("clocks_throttle_reasons.active", "clocks_event_reasons.active"):

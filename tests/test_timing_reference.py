@@ -114,3 +114,27 @@ def test_real_reference_swap_is_timed_on_the_cpu():
     m = timing.time_calls(call, reset=reset, settings=timing.Settings(1, 3, 10, False), device="cpu")
     assert len(m.samples_us) == 10 and all(x > 0 for x in m.samples_us)
     assert int(top_k[0, 2]) == 106  # 3 calls of the last replay, each +2
+
+
+@pytest.mark.gpu
+def test_cuda_graph_loop_with_a_capturable_call():
+    """The CUDA path (skipped without a GPU): graph of calls_per_graph calls, reset before each replay."""
+    import torch
+
+    idx0 = torch.randint(0, 1 << 16, (4096,), device="cuda")
+    idx = idx0.clone()
+    table = torch.randn(1 << 17, 64, device="cuda")
+    dst = torch.zeros(4096, 64, device="cuda")
+
+    def call():
+        idx.add_(3)  # inputs change inside the captured region
+        torch.index_select(table, 0, idx, out=dst)
+
+    m = timing.time_calls(call, reset=lambda: idx.copy_(idx0), settings=timing.Settings(2, 20, 10, True),
+                          device="cuda")
+    assert m.method == timing.METHOD_CUDA and len(m.samples_us) == 10 and all(x > 0 for x in m.samples_us)
+    assert len(m.warmup_us) == 3  # 2 eager calls + the warm replay
+    assert m.l2_flush is True and m.clocks.source in ("nvml", "nvidia-smi", "unavailable")
+    if m.clocks.source != "unavailable":
+        assert len(m.clocks.sm_mhz) == 10 and len(m.clocks.throttle_reasons) == 10
+    assert int(idx[0]) == int(idx0[0]) + 3 * 20  # the last replay ran all 20 captured calls

@@ -162,12 +162,14 @@ def floor_fraction(run: RunRecord, out_dir: Path) -> Path | None:
     try:
         for ax, (workload, series) in zip(axes, panels.items()):
             for label, points in series.items():
+                color = None  # one color per series: PCIe floor solid, gather floor dashed
                 for key, style in (("pcie_floor_us", "-"), ("gather_floor_us", "--")):
                     pts = [(x, 100.0 * c.floor[key] / c.stats["median_us"]) for x, c in points
                            if c.floor and c.floor.get(key) and c.stats["median_us"]]
                     if pts:
-                        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o",
-                                label=f"{label} ({key.split('_')[0]})")
+                        (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", color=color,
+                                          label=f"{label} ({key.split('_')[0]})")
+                        color = line.get_color()
                         drawn += 1
             xs_all = {x for pts in series.values() for x, _ in pts if x}
             if xs_all:
