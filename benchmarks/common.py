@@ -7,9 +7,10 @@
   from our own runner and this suite share one definition, whichever commit's hisparse is imported.
 - Workloads are deterministic (each case carries its seed) and cached per process.
 
-To measure an old commit with asv, put its tree (a git worktree) first on PYTHONPATH: an existing
-environment passes PYTHONPATH through to discovery and to every benchmark process. Every hisparse API
-is looked up with ``getattr``, so a commit that lacks one skips cleanly instead of breaking discovery.
+To measure an old commit with asv, point ASV_PYTHONPATH at its tree (a git worktree): asv's benchmark
+process puts those entries first on sys.path (and drops PYTHONPATH's when ASV_PYTHONPATH is unset).
+Every hisparse API is looked up with ``getattr``, so a commit that lacks one skips cleanly instead of
+breaking discovery.
 No work happens at import beyond reading the config: no torch import, no GPU query.
 """
 from __future__ import annotations
