@@ -1,0 +1,404 @@
+// Multi-step swap, kernel 2 of 2: the commit (reference doc §3.7 with our state layout).
+//
+// One CTA of kCommitThreads per request; launched after the gather (PDL when kPdl) and its first
+// statement is pdl_wait_primary: nothing the gather wrote is read before the grid-wide ordering.
+// Same policy as hisparse/reference/swap_multi_commit.py (mode, sampling, admission, rotation); the
+// unique-miss order u (atomicAdd order in the gather) and collision losers differ run to run.
+//
+// Phases, separated by __syncthreads (one CTA owns the request, so a barrier orders everything):
+//   A  approximate mode only: clear refs unless overflow; last step: protect hits, number the
+//      distinct last-step misses u < C (CLAIM flag, CTA ordinal) and admit the first `budget`.
+//   B  primary victim per active miss (rotate: u < C and (union mode or admitted); direct: u >= C):
+//      union mode samples <= 6 slots of the disjoint residue class u (mod misses) of the ring from the
+//      cursor and takes the oldest; approximate mode probes (linear * 2654435761 + epoch) % HOT for
+//      linear = ordinal, ordinal + count, ... Every claim is an atomicCAS of ref from the value seen to
+//      the epoch, so no slot is claimed twice for any HOT (the approximate map is not a bijection
+//      unless HOT is a power of two; reference doc §7.6).
+//   C  fallback for misses still without a victim: one CTA-wide sweep of the ring from the cursor,
+//      ranking unprotected slots with a block prefix count and handing the k-th to the k-th needy
+//      miss. Exact (a victim whenever an unprotected slot exists), no CAS, O(HOT / threads) steps;
+//      upstream's per-thread probe could loop over all of HOT with a global load per step.
+//   D  apply: rotate (slot takes the scratch row that already holds the data, scratch takes the
+//      slot's old row: no copy) or direct (slot keeps its row, host -> row copy now, warp-batched);
+//      erase the old token's cuckoo entry; miss_vals[pos] = epoch | row valid for the rest of the
+//      call; plan entries of u >= C.
+//   E  cuckoo inserts of the new tokens (after every erase).
+//   F  if the index was degraded or an insert dropped an entry: rebuild it from the slot table.
+//   G  outputs left at -2 by the gather (overflow misses, spin timeouts) <- miss_vals.
+//   finalize: last miss count, counters reset, flags, clock = (epoch, cursor + min(misses, HOT)).
+//
+// Why every returned row stays valid for the call: hits are protected (ref == epoch; refs are only
+// wiped in approximate mode without overflow, where nothing is overwritten in place); rotation never
+// overwrites a row; direct copies only overwrite unprotected victims' own rows, which no output of
+// this call names.
+#pragma once
+
+#include <cstdint>
+
+#include "hisparse/copy_rows.cuh"
+#include "hisparse/cuckoo.cuh"
+#include "hisparse/pdl.cuh"
+#include "hisparse/spec_common.cuh"
+
+namespace hisparse::spec {
+
+constexpr int kCommitThreads = 1024;  // 782 misses (the benchmark case) in one pass per phase
+constexpr int kCommitWarps = kCommitThreads / kWarpSize;
+constexpr int kCommitInFlight = 4;  // direct-overflow copies: 16-byte loads in flight per lane
+
+// Dynamic shared memory of the commit: int16 victim[T] | uint16 needy[T].
+__host__ __device__ constexpr size_t commit_smem_bytes(int occurrences) {
+  return static_cast<size_t>(occurrences) * (sizeof(int16_t) + sizeof(uint16_t));
+}
+constexpr int16_t kNoVictim = -1;
+constexpr int16_t kNeedsFallback = -2;
+
+__device__ __forceinline__ int32_t load_volatile32(const int32_t* p) { return *reinterpret_cast<const volatile int32_t*>(p); }
+
+// Table position of `token` in this call's miss table, or -1 (read-only probe; keys are never
+// removed during a call, so an entry of an older epoch ends the probe).
+__device__ __forceinline__ int32_t miss_find(const int64_t* keys, uint32_t mask, int32_t epoch, int32_t token) {
+  const uint64_t want = epoch_tag(epoch, static_cast<uint32_t>(token));
+  uint32_t pos = miss_hash(token) & mask;
+  for (uint32_t probes = 0; probes <= mask; ++probes) {
+    const uint64_t k = load_volatile(keys + pos);
+    if (k == want) return static_cast<int32_t>(pos);
+    if (!has_epoch(k, epoch)) return -1;
+    pos = (pos + 1) & mask;
+  }
+  return -1;
+}
+
+// Rank of this thread among the CTA's threads with `flag` set (in thread order) and their total.
+// Contains three __syncthreads: call from uniform control flow.
+__device__ __forceinline__ uint32_t block_exclusive_rank(bool flag, uint32_t* s_scan, uint32_t& total) {
+  const uint32_t lane = threadIdx.x % kWarpSize;
+  const uint32_t warp = threadIdx.x / kWarpSize;
+  const unsigned ballot = __ballot_sync(0xFFFFFFFFu, flag);
+  if (lane == 0) s_scan[warp] = __popc(ballot);
+  __syncthreads();
+  if (warp == 0) {
+    const uint32_t mine = lane < kCommitWarps ? s_scan[lane] : 0;
+    uint32_t incl = mine;
+#pragma unroll
+    for (int d = 1; d < kWarpSize; d <<= 1) {
+      const uint32_t n = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+      if (lane >= static_cast<uint32_t>(d)) incl += n;
+    }
+    if (lane < kCommitWarps) s_scan[lane] = incl - mine;
+    if (lane == kWarpSize - 1) s_scan[kCommitWarps] = incl;
+  }
+  __syncthreads();
+  const uint32_t rank = s_scan[warp] + __popc(ballot & ((1u << lane) - 1u));
+  total = s_scan[kCommitWarps];
+  __syncthreads();  // s_scan is rewritten by the next call
+  return rank;
+}
+
+// Union mode (§3.7.4): samples of the residue class cidx (mod misses) of ring positions; oldest
+// unprotected wins, first on ties (as reference clock.union_victims). Classes of different misses are
+// disjoint, so the CAS cannot fail here; it is kept so that no path claims without one.
+__device__ __forceinline__ int32_t union_victim(int32_t* ref, int32_t epoch, int32_t cursor, int32_t hot, int32_t misses,
+                                                int32_t cidx) {
+  const int32_t size = (hot - 1 - cidx) / misses + 1;
+  const int32_t samples = min(size, kClockSamples);
+  int32_t cand[kClockSamples];
+  int32_t seen[kClockSamples];
+#pragma unroll
+  for (int s = 0; s < kClockSamples; ++s) {  // all sample loads issued before any decision
+    cand[s] = -1;
+    seen[s] = epoch;
+    if (s < samples) {
+      int32_t slot = cursor + cidx + (s * size / samples) * misses;  // < 2 * HOT
+      if (slot >= hot) slot -= hot;
+      cand[s] = slot;
+      seen[s] = load_volatile32(ref + slot);
+    }
+  }
+  int32_t best = -1, best_seen = 0, best_age = -1;
+#pragma unroll
+  for (int s = 0; s < kClockSamples; ++s) {
+    if (cand[s] >= 0 && seen[s] != epoch) {
+      const int32_t age = static_cast<int32_t>((static_cast<uint32_t>(epoch) - static_cast<uint32_t>(seen[s])) & kEpochMask);
+      if (age > best_age) {
+        best = cand[s];
+        best_seen = seen[s];
+        best_age = age;
+      }
+    }
+  }
+  if (best >= 0 && atomicCAS(ref + best, best_seen, epoch) == best_seen) return best;
+  return -1;
+}
+
+// Approximate mode (§3.7.5): first unprotected slot of the multiplicative probe that this thread
+// wins by CAS; bounded (the CTA-wide fallback finishes the rare long searches).
+__device__ __forceinline__ int32_t approx_victim(int32_t* ref, int32_t epoch, int32_t hot, int32_t count, int32_t ordinal) {
+  int probes = 0;
+  for (int32_t linear = ordinal; linear < hot && probes < kApproxProbeLimit; linear += count, ++probes) {
+    const int32_t cand = static_cast<int32_t>(
+        (static_cast<uint32_t>(linear) * kHashMult + static_cast<uint32_t>(epoch)) % static_cast<uint32_t>(hot));
+    const int32_t seen = load_volatile32(ref + cand);
+    if (seen != epoch && atomicCAS(ref + cand, seen, epoch) == seen) return cand;
+  }
+  return -1;
+}
+
+// Phase C: hands unprotected slots, in ring order from the cursor, to the needy misses. Uniform
+// control flow (every thread computes the same `base` from the block totals).
+__device__ __forceinline__ void fallback_victims(int32_t* ref, int32_t epoch, int32_t cursor, int32_t hot, uint32_t needy,
+                                                 const uint16_t* s_needy, int16_t* s_victim, uint32_t* s_scan) {
+  uint32_t base = 0;
+  for (int32_t chunk = 0; chunk < hot && base < needy; chunk += kCommitThreads) {
+    const int32_t linear = chunk + static_cast<int32_t>(threadIdx.x);
+    int32_t slot = -1;
+    bool free_slot = false;
+    if (linear < hot) {
+      slot = cursor + linear;
+      if (slot >= hot) slot -= hot;
+      free_slot = load_volatile32(ref + slot) != epoch;
+    }
+    uint32_t total = 0;
+    const uint32_t rank = block_exclusive_rank(free_slot, s_scan, total);
+    if (free_slot && base + rank < needy) {
+      s_victim[s_needy[base + rank]] = static_cast<int16_t>(slot);
+      ref[slot] = epoch;  // sole writer of this slot in this phase
+    }
+    base += total;
+  }
+  for (uint32_t i = min(base, needy) + threadIdx.x; i < needy; i += kCommitThreads) s_victim[s_needy[i]] = kNoVictim;
+}
+
+template <bool kPdl, bool kRecordPlan>
+__global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __grid_constant__ SwapMultiParams p) {
+  pdl_wait_primary<kPdl>();
+
+  extern __shared__ int16_t s_dyn[];
+  int16_t* s_victim = s_dyn;                                         // [T]
+  uint16_t* s_needy = reinterpret_cast<uint16_t*>(s_dyn + p.occurrences);  // [T]
+  __shared__ uint32_t s_scan[kCommitWarps + 1];
+  __shared__ int32_t s_ordinal;
+  __shared__ uint32_t s_needy_count;
+  __shared__ int32_t s_insert_failed;
+  __shared__ int32_t s_rebuild_failed;
+  __shared__ uint32_t s_direct_count;
+  __shared__ int64_t s_copy_src[kCommitThreads];
+  __shared__ int32_t s_copy_dst[kCommitThreads];
+
+  const int b = static_cast<int>(blockIdx.x);
+  const int64_t rid = request_slot(p, b);
+  if (rid < 0) return;  // padding row: the gather wrote its outputs and plan count
+  const int tid = static_cast<int>(threadIdx.x);
+
+  // Per-request state. Every thread reads the same words; they are written only in finalize.
+  int32_t* counters = p.counters + rid * 4;
+  const int32_t hot = p.hot;
+  const int32_t cap = p.capacity;
+  const int32_t epoch = next_epoch(p.clock[rid * 2]);
+  int32_t cursor = p.clock[rid * 2 + 1] % hot;
+  if (cursor < 0) cursor += hot;
+  const int32_t misses = min(max(counters[kCounterWork], 0), p.occurrences);
+  const int32_t union_hits = min(max(counters[kCounterUnionHits], 0), hot);
+  const int32_t flags = counters[kCounterFlags];
+  const bool degraded_in = (flags & kFlagDegraded) != 0;
+  const bool overflow = misses > cap;
+  const bool union_mode = misses + union_hits <= hot;  // the whole union fits
+  const int32_t mandatory_direct = overflow ? misses - cap : 0;
+  const int32_t budget = union_mode ? 0 : (overflow ? max(0, hot - union_hits - mandatory_direct) : hot);
+
+  int32_t* ref = p.ref_epochs + rid * hot;
+  int32_t* scratch = p.scratch_locs + rid * cap;
+  const int64_t m = static_cast<int64_t>(p.miss_mask) + 1;
+  const int64_t* keys = p.miss_keys + rid * m;
+  int64_t* vals = p.miss_vals + rid * m;
+  int32_t* order = p.miss_order + rid * p.occurrences;
+  int32_t* slot_tokens = p.buffer_tokens + rid * p.buffer_stride;
+  int32_t* slot_locs = p.buffer_locs + rid * p.buffer_stride;
+  const int64_t h = static_cast<int64_t>(p.hash_mask) + 1;
+  int64_t* bank0 = p.hash_index + rid * 2 * h;
+  int64_t* bank1 = bank0 + h;
+  const HotView hv = hot_view(p, rid, degraded_in);
+  const int32_t* tokens = p.top_k_tokens + static_cast<int64_t>(b) * p.top_k_stride;
+  int32_t* out = p.out + static_cast<int64_t>(b) * p.out_stride;
+
+  if (tid == 0) {
+    s_ordinal = 0;
+    s_needy_count = 0;
+    s_insert_failed = 0;
+    s_rebuild_failed = 0;
+    s_direct_count = 0;
+  }
+  __syncthreads();
+
+  // ---- A: approximate admission of the last step (APPROX_ADMISSION_STEPS = 1) -------------------
+  if (!union_mode) {
+    if (!overflow) {
+      for (int32_t s = tid; s < hot; s += kCommitThreads) ref[s] = 0;
+    }
+    __syncthreads();
+    const int step = p.steps - 1;
+    const int64_t seq_len = load_index(p.seq_lens, (p.index_i64 >> 1) & 1u, static_cast<int64_t>(b) * p.steps + step);
+    for (int k = tid; k < p.top_k; k += kCommitThreads) {
+      const int32_t token = tokens[step * p.top_k + k];
+      if (token < 0 || token >= seq_len) continue;
+      // Same classification as the gather (the slot table is unchanged until phase D).
+      if (token >= seq_len - p.page_size && tail_lookup(hv, token) >= 0) continue;
+      const int32_t slot = hot_lookup(hv, token);
+      if (slot >= 0) {
+        ref[slot] = epoch;
+        continue;
+      }
+      const int32_t pos = miss_find(keys, p.miss_mask, epoch, token);
+      if (pos < 0) continue;  // host row missing: not a miss
+      const uint64_t v = load_volatile(vals + pos);
+      const int32_t u = static_cast<int32_t>(static_cast<uint32_t>(v));
+      if (!has_epoch(v, epoch) || u < 0 || u >= cap) continue;
+      if ((atomicOr(order + u, kOrderClaim) & kOrderClaim) == 0) {
+        if (atomicAdd(&s_ordinal, 1) < budget) atomicOr(order + u, kOrderAdmit);
+      }
+    }
+  }
+  __syncthreads();
+
+  // ---- B: primary victims ---------------------------------------------------------------------
+  for (int32_t c = tid; c < misses; c += kCommitThreads) {
+    const int32_t mo = load_volatile32(order + c);
+    const bool direct = overflow && c >= cap;
+    const bool rotate = c < cap && (union_mode || (mo & kOrderAdmit) != 0);
+    int16_t v = kNoVictim;
+    if (rotate || direct) {
+      const int32_t got = union_mode ? union_victim(ref, epoch, cursor, hot, misses, c)
+                                     : approx_victim(ref, epoch, hot, direct ? misses - cap : misses, direct ? c - cap : c);
+      if (got >= 0) {
+        v = static_cast<int16_t>(got);
+      } else {
+        v = kNeedsFallback;
+        s_needy[atomicAdd(&s_needy_count, 1u)] = static_cast<uint16_t>(c);
+      }
+    }
+    s_victim[c] = v;
+  }
+  __syncthreads();
+
+  // ---- C: CTA-wide fallback -------------------------------------------------------------------
+  const uint32_t needy = s_needy_count;
+  if (needy > 0) {
+    fallback_victims(ref, epoch, cursor, hot, needy, s_needy, s_victim, s_scan);
+    __syncthreads();
+  }
+
+  // ---- D: apply (rotation / direct), erase, miss_vals = row, plan of u >= C ---------------------
+  // Direct misses are listed in s_needy (free after phase C) and copied in phase D2.
+  for (int32_t c = tid; c < misses; c += kCommitThreads) {
+    int64_t src = -1;
+    const uint32_t pos = static_cast<uint32_t>(load_volatile32(order + c)) & kOrderPosMask;
+    const uint64_t key = load_volatile(keys + pos);
+    const int32_t token = static_cast<int32_t>(static_cast<uint32_t>(key));
+    int32_t v = s_victim[c];
+    if (!has_epoch(key, epoch)) v = kNoVictim;  // impossible: the gather wrote both
+    uint32_t row = kRowUnresolved;
+    int32_t scratch_row = -1;
+    if (c < cap) {
+      scratch_row = scratch[c];  // the gather copied the data here; read before any rotation of c
+      if (valid_row(scratch_row, p.device_rows)) row = static_cast<uint32_t>(scratch_row);
+    } else {
+      src = token < p.max_len ? p.host_cache_locs[rid * p.max_len + token] : -1;
+    }
+    if (v >= 0) {
+      const bool rotate = c < cap;
+      const int32_t old_loc = slot_locs[v];
+      const int32_t old_tok = slot_tokens[v];
+      const int32_t new_loc = rotate ? scratch_row : old_loc;
+      if (valid_row(old_loc, p.device_rows) && valid_row(new_loc, p.device_rows) &&
+          (rotate || valid_row(src, p.host_rows))) {
+        slot_tokens[v] = token;
+        if (rotate) {
+          slot_locs[v] = new_loc;
+          scratch[c] = old_loc;
+        } else {
+          row = static_cast<uint32_t>(old_loc);
+          s_needy[atomicAdd(&s_direct_count, 1u)] = static_cast<uint16_t>(c);
+        }
+        if (!degraded_in && old_tok >= 0) cuckoo_erase(bank0, bank1, p.hash_mask, old_tok, v);
+      } else {
+        s_victim[c] = kNoVictim;  // claimed (ref stays epoch, as the reference) but not applied
+      }
+    }
+    vals[pos] = static_cast<int64_t>(epoch_tag(epoch, row));
+    if (kRecordPlan && c >= cap) {
+      p.miss_src[static_cast<int64_t>(b) * p.plan_stride_src + c] = src;
+      p.miss_dst[static_cast<int64_t>(b) * p.plan_stride_dst + c] = static_cast<int32_t>(row);  // -1 if none
+    }
+  }
+  __syncthreads();
+
+  // ---- E: cuckoo inserts (all erases are done) -------------------------------------------------
+  if (!degraded_in) {
+    for (int32_t c = tid; c < misses; c += kCommitThreads) {
+      const int32_t v = s_victim[c];
+      if (v < 0) continue;
+      const int32_t token = slot_tokens[v];
+      if (token != v && !cuckoo_insert(bank0, bank1, p.hash_mask, token, v)) s_insert_failed = 1;
+    }
+  }
+  __syncthreads();
+
+  // ---- F: rebuild a degraded index from the slot table ----------------------------------------
+  const bool rebuild = degraded_in || s_insert_failed != 0;
+  if (rebuild) {
+    for (int64_t i = tid; i < 2 * h; i += kCommitThreads) bank0[i] = -1;
+    __syncthreads();
+    for (int32_t s = tid; s < hot; s += kCommitThreads) {
+      const int32_t token = slot_tokens[s];
+      if (token >= 0 && token != s && !cuckoo_insert(bank0, bank1, p.hash_mask, token, s)) s_rebuild_failed = 1;
+    }
+    __syncthreads();
+  }
+  const bool degraded_out = rebuild && s_rebuild_failed != 0;
+
+  // ---- G: outputs the gather left pending ------------------------------------------------------
+  if (overflow || (flags & kFlagPending) != 0) {
+    for (int32_t occ = tid; occ < p.occurrences; occ += kCommitThreads) {
+      if (out[occ] != kOutPending) continue;
+      const int32_t pos = miss_find(keys, p.miss_mask, epoch, tokens[occ]);
+      int32_t loc = kOutUnresolved;
+      if (pos >= 0) {
+        const uint64_t v = load_volatile(vals + pos);
+        const uint32_t r = static_cast<uint32_t>(v);
+        if (has_epoch(v, epoch) && r != kRowUnresolved) loc = static_cast<int32_t>(r);
+      }
+      out[occ] = loc;
+    }
+  }
+
+  // ---- D2: direct copies host -> victim's own row, kCommitThreads rows per round, all in flight --
+  // Last, after the cheap metadata phases. A phase of its own: inside phase D's loop the copy's
+  // registers made the 1024-thread kernel spill.
+  const uint32_t direct_count = s_direct_count;
+  for (uint32_t first = 0; first < direct_count; first += kCommitThreads) {
+    const uint32_t n = min(direct_count - first, static_cast<uint32_t>(kCommitThreads));
+    if (static_cast<uint32_t>(tid) < n) {
+      const int32_t v = s_victim[s_needy[first + tid]];
+      const int32_t token = slot_tokens[v];  // written in phase D; the row is the slot's own
+      s_copy_src[tid] = p.host_cache_locs[rid * p.max_len + token];
+      s_copy_dst[tid] = slot_locs[v];
+    }
+    __syncthreads();
+    block_copy_rows<kCommitThreads, kCommitInFlight>(p.host_cache, p.device_buffer, p.item_size_bytes, s_copy_src,
+                                                      s_copy_dst, n);
+    __syncthreads();
+  }
+
+  // ---- finalize -------------------------------------------------------------------------------
+  if (tid == 0) {
+    counters[kCounterLastMisses] = misses;
+    counters[kCounterWork] = 0;
+    counters[kCounterUnionHits] = 0;
+    counters[kCounterFlags] = (flags & ~(kFlagDegraded | kFlagPending)) | (degraded_out ? kFlagDegraded : 0);
+    p.clock[rid * 2] = epoch;
+    p.clock[rid * 2 + 1] = misses > 0 ? (cursor + min(misses, hot)) % hot : cursor;
+    if (kRecordPlan) p.miss_count[b] = misses;
+  }
+}
+
+}  // namespace hisparse::spec

@@ -1,0 +1,187 @@
+// Multi-step swap, kernel 1 of 2: the gather (reference doc §3.6 with our state layout).
+//
+// Grid: batch * gather_tiles CTAs of kGatherThreads, one occurrence per thread. Occurrence of thread
+// `tid` in tile `y` of a request is y + tiles * tid: consecutive top-k entries land in different
+// CTAs, so a run of misses (the indexer's fresh tokens often sit together) is spread over all the
+// request's CTAs and their copies run in parallel. For T = 8192, 64 CTAs serve one request.
+//
+// Per occurrence (step s = occ / K, token t, seq_len = seq_lens[b*S + s]), only 0 <= t < seq_len:
+//   1. tail: t >= seq_len - page_size and an extra-page slot holds t with a row >= 0 -> that row;
+//   2. hot: hot_lookup (identity, cuckoo, linear scan if degraded) -> device_buffer_locs[slot];
+//      the slot's ref is exchanged to the epoch; a changed ref counts one distinct union hit;
+//   3. miss with a host row in [0, host_rows): dedup across steps in the epoch-tagged miss table.
+//      The claimer of a token takes u = work counter++, records miss_order[u] = table position,
+//      publishes (epoch << 32) | u in miss_vals, and for u < C owns the copy host -> scratch_locs[u].
+//      Others wait for the publication a bounded time, else leave -2 for the commit (kOutPending).
+//      u >= C (overflow) also leaves -2: the commit picks the row.
+//   Anything else stays -1 (invalid token, host row missing).
+// Then the CTA copies its owned rows together (block_copy_rows: all rows' loads in flight at once).
+//
+// Padding rows (b >= num_real_reqs[0]) get -1 everywhere and miss_count 0; their state is untouched.
+#pragma once
+
+#include <cstdint>
+
+#include "hisparse/copy_rows.cuh"
+#include "hisparse/cuckoo.cuh"
+#include "hisparse/pdl.cuh"
+#include "hisparse/spec_common.cuh"
+
+namespace hisparse::spec {
+
+constexpr int kGatherThreads = 128;
+// 16-byte loads in flight per thread in the gather's copy. A CTA with the typical ~12 rows of 576 B
+// (782 misses over 64 CTAs) moves them in one round: 12 * 36 words <= 128 threads * 4.
+constexpr int kGatherInFlight = 4;
+
+enum class MissKind : int { kNone, kClaimed, kFound, kPending };
+
+struct MissResult {
+  MissKind kind;
+  int32_t u;
+};
+
+// u = (*counter)++ with one atomic per group of lanes that arrive together (warp-aggregated: the
+// lanes active at this point share one atomicAdd; __shfl_sync over exactly those lanes).
+__device__ __forceinline__ int32_t aggregated_increment(int32_t* counter) {
+  const unsigned active = __activemask();
+  const int lane = static_cast<int>(threadIdx.x % kWarpSize);
+  const int leader = __ffs(active) - 1;
+  const int rank = __popc(active & ((1u << lane) - 1u));
+  int32_t base = 0;
+  if (lane == leader) base = atomicAdd(counter, __popc(active));
+  base = __shfl_sync(active, base, leader);
+  return base + rank;
+}
+
+// Finds or claims `token` in the request's miss table (linear probing from miss_hash). The table
+// holds at most T live keys in M >= 2T positions, and keys are only added during a call, so the probe
+// ends within M positions.
+__device__ __forceinline__ MissResult miss_claim(const SwapMultiParams& p, int64_t* keys, int64_t* vals, int32_t* order,
+                                                 int32_t* work_counter, int32_t epoch, int32_t token) {
+  const uint64_t want = epoch_tag(epoch, static_cast<uint32_t>(token));
+  uint32_t pos = miss_hash(token) & p.miss_mask;
+  for (uint32_t probes = 0; probes <= p.miss_mask; ++probes) {
+    uint64_t cur = load_volatile(keys + pos);
+    if (!has_epoch(cur, epoch)) {  // free in this call (an older epoch, or never used)
+      const uint64_t seen = atomicCAS(as_ull(keys + pos), cur, want);
+      if (seen == cur) {
+        const int32_t u = aggregated_increment(work_counter);
+        if (u >= p.occurrences) return {MissKind::kNone, -1};  // impossible: <= T distinct tokens
+        order[u] = static_cast<int32_t>(pos);  // flags 0; read by the commit after the grid barrier
+        atomicExch(as_ull(vals + pos), epoch_tag(epoch, static_cast<uint32_t>(u)));
+        return {MissKind::kClaimed, u};
+      }
+      cur = seen;  // another lane claimed this position in this epoch; look at what it wrote
+      // (An older epoch here is impossible: nobody writes one during a call. Retry the same
+      // position; the loop bound still holds.)
+      if (!has_epoch(cur, epoch)) continue;
+    }
+    if (static_cast<int32_t>(static_cast<uint32_t>(cur)) == token) {
+      for (int spin = 0; spin < kSpinLimit; ++spin) {
+        const uint64_t v = load_volatile(vals + pos);
+        if (has_epoch(v, epoch)) return {MissKind::kFound, static_cast<int32_t>(static_cast<uint32_t>(v))};
+        __nanosleep(kSpinSleepNs);
+      }
+      return {MissKind::kPending, -1};
+    }
+    pos = (pos + 1) & p.miss_mask;
+  }
+  return {MissKind::kNone, -1};
+}
+
+template <bool kPdl, bool kRecordPlan>
+__global__ void __launch_bounds__(kGatherThreads) spec_gather_kernel(const __grid_constant__ SwapMultiParams p) {
+  __shared__ int64_t s_src[kGatherThreads];  // copy list of this CTA: host row -> scratch row
+  __shared__ int32_t s_dst[kGatherThreads];
+  __shared__ uint32_t s_rows;
+  __shared__ int32_t s_hits;
+  __shared__ int32_t s_pending;
+
+  const int tiles = p.gather_tiles;
+  const int b = static_cast<int>(blockIdx.x) / tiles;
+  const int tile = static_cast<int>(blockIdx.x) - b * tiles;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int occ = tile + tiles * tid;
+  const bool live = occ < p.occurrences;
+  int32_t* out = p.out + static_cast<int64_t>(b) * p.out_stride;
+
+  const int64_t rid = request_slot(p, b);
+  if (rid < 0) {  // padding row (or an out-of-range slot): defined outputs, no state touched
+    if (live) out[occ] = kOutUnresolved;
+    if (kRecordPlan && tile == 0 && tid == 0) p.miss_count[b] = 0;
+    return;
+  }
+  if (tid == 0) {
+    s_rows = 0;
+    s_hits = 0;
+    s_pending = 0;
+  }
+  __syncthreads();
+
+  const int32_t epoch = next_epoch(p.clock[rid * 2]);
+  int32_t* counters = p.counters + rid * 4;
+  const bool degraded = (counters[kCounterFlags] & kFlagDegraded) != 0;
+  const HotView hv = hot_view(p, rid, degraded);
+
+  if (live) {
+    const int step = occ / p.top_k;
+    const int32_t token = p.top_k_tokens[static_cast<int64_t>(b) * p.top_k_stride + occ];
+    const int64_t seq_len = load_index(p.seq_lens, (p.index_i64 >> 1) & 1u, static_cast<int64_t>(b) * p.steps + step);
+    int32_t loc = kOutUnresolved;
+    if (token >= 0 && token < seq_len) {
+      const int32_t tail = token >= seq_len - p.page_size ? tail_lookup(hv, token) : -1;
+      if (tail >= 0) {
+        loc = tail;
+      } else {
+        const int32_t slot = hot_lookup(hv, token);
+        if (slot >= 0) {
+          loc = hv.locs[slot];
+          // Distinct hit slots: the first exchange of a slot in this epoch sees an older value.
+          if (atomicExch(p.ref_epochs + rid * p.hot + slot, epoch) != epoch) atomicAdd(&s_hits, 1);
+        } else {
+          const int64_t src = token < p.max_len ? p.host_cache_locs[rid * p.max_len + token] : -1;
+          if (valid_row(src, p.host_rows)) {
+            const int64_t m = static_cast<int64_t>(p.miss_mask) + 1;
+            const MissResult r = miss_claim(p, p.miss_keys + rid * m, p.miss_vals + rid * m,
+                                            p.miss_order + rid * p.occurrences, counters + kCounterWork, epoch, token);
+            if (r.kind == MissKind::kPending) {
+              loc = kOutPending;
+              s_pending = 1;
+            } else if (r.kind != MissKind::kNone) {
+              if (r.u < p.capacity) {
+                const int32_t row = p.scratch_locs[rid * p.capacity + r.u];
+                const bool ok = valid_row(row, p.device_rows);
+                loc = ok ? row : kOutUnresolved;
+                if (r.kind == MissKind::kClaimed) {
+                  if (ok) {
+                    const uint32_t k = atomicAdd(&s_rows, 1u);
+                    s_src[k] = src;
+                    s_dst[k] = row;
+                  }
+                  if (kRecordPlan) {
+                    p.miss_src[static_cast<int64_t>(b) * p.plan_stride_src + r.u] = src;
+                    p.miss_dst[static_cast<int64_t>(b) * p.plan_stride_dst + r.u] = ok ? row : -1;
+                  }
+                }
+              } else {
+                loc = kOutPending;  // overflow: the commit copies it into a victim's row
+              }
+            }
+          }
+        }
+      }
+    }
+    out[occ] = loc;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    if (s_hits != 0) atomicAdd(counters + kCounterUnionHits, s_hits);
+    if (s_pending != 0) atomicOr(counters + kCounterFlags, kFlagPending);
+  }
+  // Every CTA past its lookups: the commit may be scheduled (it still waits for our completion).
+  pdl_launch_dependents<kPdl>();
+  block_copy_rows<kGatherThreads, kGatherInFlight>(p.host_cache, p.device_buffer, p.item_size_bytes, s_src, s_dst, s_rows);
+}
+
+}  // namespace hisparse::spec
