@@ -291,7 +291,8 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   // Direct misses are listed in s_needy (free after phase C) and copied in phase D2.
   for (int32_t c = tid; c < misses; c += kCommitThreads) {
     int64_t src = -1;
-    const uint32_t pos = static_cast<uint32_t>(load_volatile32(order + c)) & kOrderPosMask;
+    // (& miss_mask: a position outside this table is impossible, but must not become an address)
+    const uint32_t pos = static_cast<uint32_t>(load_volatile32(order + c)) & kOrderPosMask & p.miss_mask;
     const uint64_t key = load_volatile(keys + pos);
     const int32_t token = static_cast<int32_t>(static_cast<uint32_t>(key));
     int32_t v = s_victim[c];
