@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device call that validates and measures everything, for an H200 node reached through a
+# one-shot command (no network). Usage:  OUT=/some/dir bash scripts/gpu_session.sh STEP...
+# Steps: node build tests sanitize bench:<config>[:--ci] rerun:<config> cache
+# Every step logs to $OUT/<step>.txt; a summary table is printed last.
+set -uo pipefail
+FINAL=${OUT:-/tmp/hisparse-out}   # the device tool returns at most 8 files: everything is packed at the end
+OUT=/tmp/hisparse-session
+rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL"
+source scripts/gpu_node_setup.sh || { echo "wheelhouse install failed"; exit 2; }
+summary=()
+step() {  # step NAME CMD...: run, log, remember the exit code and wall time
+  local name=$1; shift
+  local t0=$SECONDS
+  "$@" > "$OUT/$name.txt" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-28s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$(tail -1 "$OUT/$name.txt" | cut -c1-90)")")
+  pack
+  return $rc
+}
+pack() {  # after every step, so a command killed at its time limit still returns what finished
+  printf '%s\n' "${summary[@]}" > "$OUT/summary.txt"
+  [ -f "$OUT/jit-cache.tgz" ] && mv "$OUT/jit-cache.tgz" "$FINAL/"
+  tar czf "$FINAL/session.tgz" -C "$OUT" . 2>/dev/null
+  cp "$OUT/summary.txt" "$FINAL/"
+}
+node_info() {
+  nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem --format=csv
+  python3 -c "import torch, tvm_ffi; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'tvm_ffi', tvm_ffi.__version__)"
+  nvcc --version | tail -2
+  python3 -m hisparse env
+}
+for s in "$@"; do
+  case $s in
+    node) step node node_info ;;
+    build) step build python3 -m hisparse build configs/default.yaml -j 16 ;;
+    tests) step gpu-tests python3 -m pytest -q -m gpu -p no:cacheprovider tests/ ;;
+    tests:*) step gpu-tests-${s#tests:} python3 -m pytest -q -m gpu -p no:cacheprovider ${s#tests:} ;;
+    sanitize) step sanitize bash scripts/gpu_sanitize.sh ;;
+    bench:*) IFS=: read -r _ cfg flag <<< "$s"
+             step "bench-$cfg" python3 -m hisparse run "configs/$cfg.yaml" ${flag:-} --out "$OUT" ;;
+    cache) step cache tar czf "$OUT/jit-cache.tgz" -C "$HISPARSE_CACHE_DIR/.." "$(basename "$HISPARSE_CACHE_DIR")" ;;
+    *) echo "unknown step $s"; exit 2 ;;
+  esac
+done
+pack
+cat "$OUT/summary.txt"
