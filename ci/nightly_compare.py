@@ -47,7 +47,8 @@ def find_baseline(results: Path, head: RunFile) -> RunFile | None:
             return read_run(wanted)
         if not re.fullmatch(r"[0-9a-fA-F]{4,40}", wanted):
             raise SystemExit(f"BASELINE={wanted!r}: neither a run file nor a commit hash")
-        hits = [r for r in runs if (r.commit or "").startswith(wanted.lower()) and r.finished and _same_series(r, head)]
+        hits = [r for r in runs
+                if (r.commit or "").startswith(wanted.lower()) and r.finished and _same_series(r, head)]
         if not hits:
             raise SystemExit(f"BASELINE={wanted}: no finished run of that commit for {head.machine}")
         return max(hits, key=lambda r: r.created)

@@ -11,9 +11,9 @@ Two questions, two tools (harness.md §5):
   maximum of the CUSUM (least-squares single step) scan; its significance comes from a permutation
   test (the series reshuffled, the scan maximum recomputed), which assumes nothing about the noise
   distribution. Accepted splits must also move the *median* of the neighbouring segments by more than
-  the case's own noise, which keeps a single outlying commit from raising an alert. We did not use ``asv.step_detect`` (an L1 piecewise-
-  constant fit with a fixed penalty): it has no significance level, so its false-alarm rate cannot be
-  set, and it treats every benchmark as lower-is-better.
+  the case's own noise, which keeps a single outlying commit from raising an alert. We did not use
+  ``asv.step_detect`` (an L1 piecewise-constant fit with a fixed penalty): it has no significance
+  level, so its false-alarm rate cannot be set, and it treats every benchmark as lower-is-better.
 
 Noise is case-dependent (0.03% to 2.9% run-to-run spread on one H200, harness.md §5), so no threshold
 here is a fixed percentage: every effect threshold is ``max(min_effect, noise_factor * noise)`` where
@@ -30,6 +30,8 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from hisparse import stats
 
 LOWER = "lower"  # lower is better: latencies (every *_us metric)
 HIGHER = "higher"  # higher is better: throughput (gbps)
@@ -67,11 +69,7 @@ def _floats(name: str, values: Sequence[float]) -> list[float]:
 
 
 def median(values: Sequence[float]) -> float:
-    xs = sorted(values)
-    if not xs:
-        raise ValueError("median of no values")
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else 0.5 * (xs[mid - 1] + xs[mid])
+    return stats.median(values)
 
 
 def worse_by(before: float, after: float, direction: str) -> float:
@@ -152,49 +150,6 @@ def effect_threshold(min_effect: float, noise: float, noise_factor: float = DEFA
 # A/B gate
 
 
-def _mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """(U of ``a``, two-sided p). hisparse.stats when present, else a private normal approximation."""
-    try:
-        from hisparse.stats import mann_whitney_u  # noqa: PLC0415  (written in parallel; optional)
-    except ImportError:
-        return _mann_whitney_fallback(a, b)
-    res = mann_whitney_u(a, b)
-    if isinstance(res, tuple):
-        return float(res[0]), float(res[1])
-    return float(res.u1), float(res.p_value)
-
-
-def _midranks(values: Sequence[float]) -> list[float]:
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
-
-
-def _mann_whitney_fallback(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    n1, n2 = len(a), len(b)
-    pooled = list(a) + list(b)
-    ranks = _midranks(pooled)
-    u1 = sum(ranks[:n1]) - n1 * (n1 + 1) / 2.0
-    n = n1 + n2
-    counts: dict[float, int] = {}
-    for v in pooled:
-        counts[v] = counts.get(v, 0) + 1
-    ties = sum(t**3 - t for t in counts.values())
-    var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
-    if var <= 0:
-        return u1, 1.0
-    z = (abs(u1 - n1 * n2 / 2.0) - 0.5) / math.sqrt(var)
-    return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0)))
-
-
 @dataclass(frozen=True)
 class GateVerdict:
     """One A/B comparison of one metric of one case. ``worse_by`` > 0 means head is worse."""
@@ -254,7 +209,7 @@ def gate(
     between = math.sqrt(2.0) * noise if noise is not None else 0.0
     diff_noise = max(within, between)
     threshold = effect_threshold(min_effect, diff_noise, noise_factor)
-    _, p = _mann_whitney_p(base, head)
+    p = stats.mann_whitney_u(base, head).p_value  # two-sided
     w = worse_by(mb, mh, direction)
     if p < alpha and w > threshold:
         status = REGRESSION
@@ -316,7 +271,8 @@ def gate_with_confirm(
     if not first.failed or rerun_samples is None:
         return confirm(first)
     if noise is None:
-        noise = rerun_noise([median(_floats("head_samples", head_samples)), median(_floats("rerun_samples", rerun_samples))])
+        head, rerun = _floats("head_samples", head_samples), _floats("rerun_samples", rerun_samples)
+        noise = rerun_noise([median(head), median(rerun)])
     second = gate(base_samples, rerun_samples, direction=direction, noise=noise, **gate_kwargs)
     return confirm(first, second)
 

@@ -112,7 +112,8 @@ def read_run(path: str | os.PathLike) -> RunFile:
     return RunFile(path, data)
 
 
-def scan_runs(results_dir: str | os.PathLike, *, machine: str | None = None) -> tuple[list[RunFile], list[tuple[Path, str]]]:
+def scan_runs(results_dir: str | os.PathLike, *,
+              machine: str | None = None) -> tuple[list[RunFile], list[tuple[Path, str]]]:
     """Every run file under ``<results_dir>/runs`` (or ``results_dir`` itself when it holds them);
     returns (runs, skipped) where skipped lists (path, reason) for files that could not be read."""
     root = Path(results_dir)

@@ -190,7 +190,8 @@ def test_asv_run_round_trip_on_cpu(plugin_path, tmp_path):
     env = _env(plugin_path, HOME=str(tmp_path / "home"), HISPARSE_ASV_BACKEND="reference")
     subprocess.run(ASV + ["machine", "--yes", "--machine", "cpu-test"], cwd=tmp_path, env=env, check=True,
                    capture_output=True, timeout=120)
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
     proc = subprocess.run(ASV + ["run", "-E", f"existing:{PY}", "--set-commit-hash", commit, "--machine", "cpu-test",
                                  "--bench", "MultiStep.gpu_time_swap", "--record-samples", "--show-stderr"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

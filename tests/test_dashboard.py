@@ -63,7 +63,8 @@ def _git(repo, *args, date=None):
            "GIT_COMMITTER_EMAIL": "t@t"}
     if date:
         env["GIT_COMMITTER_DATE"] = env["GIT_AUTHOR_DATE"] = date
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
 
 
 @pytest.fixture
@@ -72,7 +73,8 @@ def five_commits(tmp_path):
     results = tmp_path / "results"
     for i in range(5):
         level = 100.0 * (1.2 if i >= 3 else 1.0)
-        write_run(results, make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": level, "lru_sequential": 300.0},
+        write_run(results, make_run(fake_commit(i), T0 + timedelta(days=i),
+                                    {"multi_step": level, "lru_sequential": 300.0},
                                     seed=i, failed=("lru_sequential",) if i == 2 else ()))
     return results
 
@@ -141,14 +143,15 @@ def test_regression_change_point_on_trend_and_regressions_page(tmp_path):
     results = tmp_path / "results"
     for i in range(12):
         level = 100.0 * (1.15 if i >= 8 else 1.0)
-        write_run(results, make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": level, "lru_sequential": 300.0},
-                                    seed=i))
+        write_run(results, make_run(fake_commit(i), T0 + timedelta(days=i),
+                                    {"multi_step": level, "lru_sequential": 300.0}, seed=i))
     out = tmp_path / "site"
     site = build_site(results, out, make_plots=False)
     ((series, change),) = site.regressions
     assert series.case_id.startswith("multi_step/") and series.points[change.index].commit == fake_commit(8)
     assert change.change == pytest.approx(0.15, abs=0.01)
-    bench = Page((out / "bench" / next(p.name for p in (out / "bench").iterdir() if "multi_step" in p.name)).read_text())
+    bench_page = next(p for p in (out / "bench").iterdir() if "multi_step" in p.name)
+    bench = Page(bench_page.read_text())
     assert [s["changes"] for s in bench.svgs if s["class"] == "trend"] == [1]
     reg = Page((out / "regressions.html").read_text())
     row = next(r for r in reg.rows if r and r[0].startswith("multi_step/"))

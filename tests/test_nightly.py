@@ -53,11 +53,12 @@ def env(tmp_path_factory):
         "HISPARSE_MACHINE": MACHINE,
         "HISPARSE_RESULTS": str(tmp / "results"),
         "HISPARSE_SITE": str(tmp / "site"),
-        # PyTorch-on-CPU timings on a shared 2-core CI machine moved by up to 40% between back-to-back
-        # runs (measured while writing this test): this test checks the pipeline and its exit codes,
-        # not the gate's sensitivity (tests/test_changepoint.py, scripts/detector_power.py do), so
-        # only a change of 50% may fail it. GPU nights use the 0.5% default floor.
-        "HISPARSE_NIGHTLY_MIN_EFFECT": "0.5",
+        # PyTorch-on-CPU timings on a shared, loaded 2-core machine moved by up to 2x between
+        # back-to-back runs while this test was written. The test checks the pipeline and its exit
+        # codes, not the gate's sensitivity (tests/test_changepoint.py and scripts/detector_power.py
+        # do; on the H200 a 10% injection was confirmed, docs/regression.md). So only a 3x change may
+        # fail it here, and the injected one is 20x. GPU nights use the 0.5% default floor.
+        "HISPARSE_NIGHTLY_MIN_EFFECT": "2.0",
         "MPLBACKEND": "Agg",
     }
 
@@ -87,15 +88,15 @@ def test_nightly_first_rerun_and_injected(env):
     assert again.returncode == 0, out[-4000:]
     assert "CONFIRMED" not in out
 
-    # The same with the test hook: every head sample x 4 -> confirmed regression, exit 1.
-    injected = nightly(e, BASELINE=str(runs[0]), HISPARSE_INJECT_SLOWDOWN="3.0")
+    # The same with the test hook: every head sample x 20 -> confirmed regression, exit 1.
+    injected = nightly(e, BASELINE=str(runs[0]), HISPARSE_INJECT_SLOWDOWN="19")
     out = injected.stdout + injected.stderr
     assert injected.returncode == 1, out[-4000:]
     assert "TEST HOOK" in out and "re-running the regression set to confirm" in out
     assert "CONFIRMED regression in 2 case(s)" in out
     gates = sorted((tmp / "results" / "gates").glob("*.gate.json"))
     last = json.loads(gates[-1].read_text())
-    assert last["inject_slowdown"] == 3.0
+    assert last["inject_slowdown"] == 19.0
     assert {d["status"] for d in last["decisions"]} == {"confirmed"}
-    # recorded files are untouched by the hook: the dashboard shows no 4x step
+    # recorded files are untouched by the hook: the dashboard shows no 20x step
     assert "regression(s)" not in (tmp / "site" / "index.html").read_text()

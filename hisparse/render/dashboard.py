@@ -20,19 +20,21 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hisparse import changepoint
-from hisparse.history import RunFile, Series, build_series, order_commits, scan_runs
+from hisparse import changepoint, stats
+from hisparse.history import CommitPoint, RunFile, Series, build_series, order_commits, scan_runs
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232b;background:#fafbfc}
 header{background:#1d2b3a;color:#fff;padding:10px 20px}header a{color:#cfe3ff;margin-right:16px;text-decoration:none}
 main{padding:16px 20px;max-width:1200px}h1{font-size:20px;margin:8px 0}h2{font-size:16px;margin:18px 0 6px}
-table{border-collapse:collapse;margin:6px 0 14px}th,td{padding:3px 9px;border-bottom:1px solid #e3e6ea;text-align:right}
-th{background:#eef1f4;position:sticky;top:0}td.l,th.l{text-align:left}tr:hover td{background:#f3f7ff}
+table{border-collapse:collapse;margin:6px 0 14px}
+th,td{padding:3px 9px;border-bottom:1px solid #e3e6ea;text-align:right}
+th{background:#eef1f4;position:sticky;top:0}td:not(.l){white-space:nowrap}
+td.l,th.l{text-align:left}tr:hover td{background:#f3f7ff}
 .bad{color:#b3261e;font-weight:600}.good{color:#1a7f37;font-weight:600}.muted{color:#6b7785}
 .note{background:#fff7e0;border:1px solid #f0d48a;padding:6px 10px;margin:8px 0}
 svg text{font:11px system-ui,sans-serif;fill:#4a5562}img{max-width:100%;border:1px solid #e3e6ea;margin:6px 0}
@@ -74,19 +76,11 @@ def fmt_us(v: float | None) -> str:
 
 
 def _median(xs: Sequence[float]) -> float:
-    return changepoint.median(xs)
+    return stats.median(xs)
 
 
 def _quartiles(xs: Sequence[float]) -> tuple[float, float]:
-    s = sorted(xs)
-
-    def q(p: float) -> float:
-        pos = p * (len(s) - 1)
-        lo = int(pos)
-        hi = min(lo + 1, len(s) - 1)
-        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-    return q(0.25), q(0.75)
+    return stats.quantile(xs, 0.25), stats.quantile(xs, 0.75)
 
 
 def _page(title: str, body: str, depth: int = 0) -> str:
@@ -122,7 +116,8 @@ def sparkline(values: Sequence[float | None], width: int = 140, height: int = 30
             f'<polyline points="{line}" fill="none" stroke="#2f6fd0" stroke-width="1.2"/>{dots}</svg>')
 
 
-def trend_chart(series: Series, changes: Sequence[changepoint.ChangePoint], width: int = 900, height: int = 320) -> str:
+def trend_chart(series: Series, changes: Sequence[changepoint.ChangePoint], width: int = 900,
+                height: int = 320) -> str:
     """Median per commit (line + points with hover titles), IQR band, change points, failed commits."""
     pts = series.points
     rows = [(i, p, _median(p.samples_us), *_quartiles(p.samples_us)) for i, p in enumerate(pts) if p.ok]
@@ -134,32 +129,36 @@ def trend_chart(series: Series, changes: Sequence[changepoint.ChangePoint], widt
     x = _scale(0, max(len(pts) - 1, 1), left, width - right)
     y = _scale(lo - pad, hi + pad, height - bottom, top)
     parts = [f'<svg class="trend" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
-             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" fill="#fff" stroke="#d5dae0"/>']
+             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
+             'fill="#fff" stroke="#d5dae0"/>']
     for k in range(5):
         v = lo - pad + (hi - lo + 2 * pad) * k / 4
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eef1f4"/>'
                      f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{E(fmt_us(v))}</text>')
-    band = [f"{x(i):.1f},{y(q3):.1f}" for i, _, _, _, q3 in rows] + [f"{x(i):.1f},{y(q1):.1f}" for i, _, _, q1, _ in reversed(rows)]
+    band = ([f"{x(i):.1f},{y(q3):.1f}" for i, _, _, _, q3 in rows]
+            + [f"{x(i):.1f},{y(q1):.1f}" for i, _, _, q1, _ in reversed(rows)])
     parts.append(f'<polygon class="iqr" points="{" ".join(band)}" fill="#2f6fd0" fill-opacity="0.15" stroke="none"/>')
     parts.append('<polyline class="median" points="%s" fill="none" stroke="#2f6fd0" stroke-width="1.6"/>'
                  % " ".join(f"{x(i):.1f},{y(m):.1f}" for i, _, m, _, _ in rows))
     for c in changes:
         xc = (x(c.index - 1) + x(c.index)) / 2
         color = "#b3261e" if c.kind == changepoint.REGRESSION else "#1a7f37"
-        parts.append(f'<line class="change" x1="{xc:.1f}" x2="{xc:.1f}" y1="{top}" y2="{height - bottom}" stroke="{color}" '
-                     f'stroke-dasharray="5,3" stroke-width="1.5"><title>{E(_change_text(series, c))}</title></line>')
+        parts.append(f'<line class="change" x1="{xc:.1f}" x2="{xc:.1f}" y1="{top}" y2="{height - bottom}" '
+                     f'stroke="{color}" stroke-dasharray="5,3" stroke-width="1.5">'
+                     f'<title>{E(_change_text(series, c))}</title></line>')
     step = max(1, math.ceil(len(pts) / 24))
     for i, p in enumerate(pts):
         if i % step == 0:
             parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 14}" text-anchor="end" '
                          f'transform="rotate(-40 {x(i):.1f} {height - bottom + 14})">{E(p.commit[:8])}</text>')
         if p.failed and not p.ok:
-            parts.append(f'<text class="failed" x="{x(i):.1f}" y="{height - bottom - 4}" text-anchor="middle" fill="#b3261e">'
-                         f'x<title>{E(p.commit[:12])} failed: {E(p.failed[0])}</title></text>')
+            parts.append(f'<text class="failed" x="{x(i):.1f}" y="{height - bottom - 4}" text-anchor="middle" '
+                         f'fill="#b3261e">x<title>{E(p.commit[:12])} failed: {E(p.failed[0])}</title></text>')
     for i, p, m, q1, q3 in rows:
-        title = f"{p.commit[:12]}  {p.date:%Y-%m-%d %H:%M}  median {fmt_us(m)}  IQR {fmt_us(q1)}..{fmt_us(q3)}  n={len(p.samples_us)}"
-        parts.append(f'<a href="../commit/{E(_commit_slug(p.commit))}.html"><circle class="pt" cx="{x(i):.1f}" cy="{y(m):.1f}" r="3.5" '
-                     f'fill="#2f6fd0"><title>{E(title)}</title></circle></a>')
+        title = (f"{p.commit[:12]}  {p.date:%Y-%m-%d %H:%M}  median {fmt_us(m)}  IQR {fmt_us(q1)}..{fmt_us(q3)}  "
+                 f"n={len(p.samples_us)}")
+        parts.append(f'<a href="../commit/{E(_commit_slug(p.commit))}.html"><circle class="pt" cx="{x(i):.1f}" '
+                     f'cy="{y(m):.1f}" r="3.5" fill="#2f6fd0"><title>{E(title)}</title></circle></a>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -178,6 +177,28 @@ def _commit_slug(commit: str) -> str:
 # Pages
 
 
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]], *, body_class: str = "", empty: str = "none") -> str:
+    """An HTML table; ``head`` labels starting with "<" are left-aligned (text) columns. Cells are HTML."""
+    left = [h.startswith("<") for h in head]
+    th = "".join(f'<th class="l">{E(h[1:])}</th>' if lft else f"<th>{E(h)}</th>" for h, lft in zip(head, left))
+    trs = ["<tr>" + "".join(f'<td class="l">{c}</td>' if lft else f"<td>{c}</td>" for c, lft in zip(r, left))
+           + "</tr>" for r in rows]
+    if not trs:
+        trs = [f'<tr><td class="l muted" colspan="{len(head)}">{E(empty)}</td></tr>']
+    return f'<table><thead><tr>{th}</tr></thead><tbody class="{body_class}">{"".join(trs)}</tbody></table>'
+
+
+def _link(href: str, text: str) -> str:
+    return f'<a href="{E(href)}">{E(text)}</a>'
+
+
+def _bad(text: str) -> str:
+    return f'<span class="bad">{E(text)}</span>'
+
+
+REFERENCE_NOTE = '<p class="note">Reference backend: PyTorch on the CPU. These are not kernel times.</p>'
+
+
 def detect(series: Series) -> list[changepoint.ChangePoint]:
     """Change points of a series' per-commit medians (time: lower is better), indexed into ``points``."""
     idx = [i for i, p in enumerate(series.points) if p.ok]
@@ -189,35 +210,35 @@ def detect(series: Series) -> list[changepoint.ChangePoint]:
     return [changepoint.ChangePoint(**{**c.to_dict(), "index": idx[c.index]}) for c in found]
 
 
+def _point_row(p: CommitPoint) -> list[str]:
+    row = [_link(f"../commit/{_commit_slug(p.commit)}.html", p.commit[:12]), f"{p.date:%Y-%m-%d %H:%M}"]
+    if not p.ok:
+        return row + [_bad("failed: " + ("; ".join(p.failed) or "no samples"))] + ["-"] * 5 + [E(", ".join(p.run_ids))]
+    m = _median(p.samples_us)
+    q1, q3 = _quartiles(p.samples_us)
+    gbps = f"{p.gbps_per_us / m:.2f}" if p.gbps_per_us and m else "-"
+    return row + [fmt_us(m), fmt_us(q1), fmt_us(q3), fmt_us(q3 - q1), str(len(p.samples_us)), gbps,
+                  E(", ".join(p.run_ids))]
+
+
 def _bench_page(s: Series, changes: list[changepoint.ChangePoint]) -> str:
     body = [f'<p class="muted">machine <b>{E(s.machine)}</b>, backend <b>{E(s.backend)}</b>; '
             f'params <code>{E(str(s.params))}</code></p>']
     if s.backend == "reference":
-        body.append('<p class="note">Reference backend: PyTorch on the CPU. These are not kernel times.</p>')
+        body.append(REFERENCE_NOTE)
     body.append(trend_chart(s, changes))
     if changes:
         body.append("<h2>Change points</h2><ul>" + "".join(
             f'<li class="{"bad" if c.kind == changepoint.REGRESSION else "good"}">{E(_change_text(s, c))}</li>'
             for c in changes) + "</ul>")
-    body.append('<h2>Per commit</h2><table><thead><tr><th class="l">commit</th><th class="l">date</th><th>median</th>'
-                '<th>q1</th><th>q3</th><th>IQR</th><th>n</th><th>GB/s</th><th class="l">runs</th></tr></thead><tbody>')
-    for p in s.points:
-        link = f'<a href="../commit/{E(_commit_slug(p.commit))}.html">{E(p.commit[:12])}</a>'
-        if p.ok:
-            m = _median(p.samples_us)
-            q1, q3 = _quartiles(p.samples_us)
-            gbps = f"{p.gbps_per_us / m:.2f}" if p.gbps_per_us and m else "-"
-            cells = f"<td>{fmt_us(m)}</td><td>{fmt_us(q1)}</td><td>{fmt_us(q3)}</td><td>{fmt_us(q3 - q1)}</td><td>{len(p.samples_us)}</td><td>{gbps}</td>"
-        else:
-            cells = f'<td class="bad" colspan="6">failed: {E("; ".join(p.failed) or "no samples")}</td>'
-        body.append(f'<tr><td class="l">{link}</td><td class="l">{p.date:%Y-%m-%d %H:%M}</td>{cells}'
-                    f'<td class="l muted">{E(", ".join(p.run_ids))}</td></tr>')
-    body.append("</tbody></table>")
+    body.append("<h2>Per commit</h2>" + _table(
+        ["<commit", "<date", "median", "q1", "q3", "IQR", "n", "GB/s", "<runs"], (_point_row(p) for p in s.points)))
     return _page(f"{s.case_id}", "".join(body), depth=1)
 
 
 def _plots_html(run: RunFile, make_plots: bool) -> str:
-    pngs = sorted(run.path.with_suffix("").glob("*.png")) if run.path.with_suffix("").is_dir() else []
+    plot_dir = run.path.with_suffix("")
+    pngs = sorted(plot_dir.glob("*.png")) if plot_dir.is_dir() else []
     with tempfile.TemporaryDirectory(prefix="hisparse-plots-") as tmp:
         note = ""
         if not pngs and make_plots:
@@ -229,42 +250,41 @@ def _plots_html(run: RunFile, make_plots: bool) -> str:
             except Exception as e:  # noqa: BLE001 (no matplotlib, an older file: the page goes on)
                 note = f'<p class="muted">plots unavailable: {E(type(e).__name__)}: {E(str(e))}</p>'
         imgs = "".join(f'<figure><img alt="{E(p.stem)}" src="data:image/png;base64,'
-                       f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption class="muted">{E(p.name)}</figcaption></figure>'
-                       for p in pngs)
+                       f'{base64.b64encode(p.read_bytes()).decode()}">'
+                       f'<figcaption class="muted">{E(p.name)}</figcaption></figure>' for p in pngs)
     return imgs or note or '<p class="muted">no plots for this run</p>'
+
+
+def _case_row(c: dict) -> list[str]:
+    st, d = c.get("stats") or {}, c.get("derived") or {}
+    samples = c.get("samples_us") or []
+    med = st.get("median_us", _median(samples) if samples else None)
+    status = str(c.get("status"))
+    gbps, over = d.get("gbps"), d.get("over_pcie_floor")
+    return [E(c["case_id"]), _bad(status) if status == "failed" else E(status), fmt_us(med), fmt_us(st.get("iqr_us")),
+            str(len(samples)), "-" if gbps is None else f"{gbps:.2f}", "-" if over is None else f"{over:.2f}",
+            E(str(c.get("reason") or ""))]
 
 
 def _commit_page(commit: str, runs: list[RunFile], date, make_plots: bool) -> str:
     body = [f'<p>commit <code>{E(commit)}</code>, {date:%Y-%m-%d %H:%M} UTC</p>']
     for r in runs:
-        env = r.environment
-        body.append(f'<h2>Run {E(r.run_id)}</h2><p class="muted">machine {E(r.machine)}; backend {E(str(r.data.get("backend")))}; '
-                    f'{E(str(env.get("gpu", "")))} driver {E(str(env.get("driver", "")))}; torch {E(str(env.get("torch", "")))}; '
-                    f'config {E(str((r.data.get("config") or {}).get("name")))}{"; <b>dirty tree</b>" if r.dirty else ""}; '
-                    f'created {E(str(r.data.get("created")))}{"" if r.finished else "; <b>unfinished</b>"}</p>')
+        env, cfg = r.environment, r.data.get("config") or {}
+        facts = [f"machine {r.machine}", f"backend {r.data.get('backend')}",
+                 f"{env.get('gpu', '')} driver {env.get('driver', '')}", f"torch {env.get('torch', '')}",
+                 f"config {cfg.get('name')}", f"created {r.data.get('created')}"]
+        flags = ("; <b>dirty tree</b>" if r.dirty else "") + ("" if r.finished else "; <b>unfinished</b>")
+        body.append(f'<h2>Run {E(r.run_id)}</h2><p class="muted">{E("; ".join(facts))}{flags}</p>')
         if r.data.get("backend") == "reference":
-            body.append('<p class="note">Reference backend: PyTorch on the CPU. These are not kernel times.</p>')
-        body.append('<table><thead><tr><th class="l">case</th><th class="l">status</th><th>median</th><th>IQR</th><th>n</th>'
-                    '<th>GB/s</th><th>x PCIe floor</th><th class="l">reason</th></tr></thead><tbody>')
-        for c in r.cases:
-            st, d = c.get("stats") or {}, c.get("derived") or {}
-            samples = c.get("samples_us") or []
-            med = st.get("median_us", _median(samples) if samples else None)
-            iqr = st.get("iqr_us")
-            cls = "bad" if c.get("status") == "failed" else ""
-            gbps = d.get("gbps")
-            over = d.get("over_pcie_floor")
-            body.append(f'<tr><td class="l">{E(c["case_id"])}</td><td class="l {cls}">{E(str(c.get("status")))}</td>'
-                        f'<td>{fmt_us(med)}</td><td>{fmt_us(iqr)}</td><td>{len(samples)}</td>'
-                        f'<td>{"-" if gbps is None else f"{gbps:.2f}"}</td><td>{"-" if over is None else f"{over:.2f}"}</td>'
-                        f'<td class="l">{E(str(c.get("reason") or ""))}</td></tr>')
-        body.append("</tbody></table>")
+            body.append(REFERENCE_NOTE)
+        body.append(_table(["<case", "<status", "median", "IQR", "n", "GB/s", "x PCIe floor", "<reason"],
+                           (_case_row(c) for c in r.cases)))
         body.append(_plots_html(r, make_plots))
     return _page(f"Commit {commit[:12]}", "".join(body), depth=1)
 
 
-def build_site(results_dir: str | os.PathLike, out_dir: str | os.PathLike, *, repo: str | os.PathLike | None = None,
-               machine: str | None = None, make_plots: bool = True) -> Site:
+def build_site(results_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
+               repo: str | os.PathLike | None = None, machine: str | None = None, make_plots: bool = True) -> Site:
     """Write the dashboard of every run under ``results_dir`` (its ``runs/``) into ``out_dir``."""
     out = Path(out_dir)
     site = Site(out)
@@ -290,45 +310,35 @@ def build_site(results_dir: str | os.PathLike, out_dir: str | os.PathLike, *, re
         meds = [_median(p.samples_us) if p.ok else None for p in s.points]
         last = next((m for m in reversed(meds) if m is not None), None)
         regs = [c for c in site.changes[s.key] if c.kind == changepoint.REGRESSION]
-        flag = f'<span class="bad">{len(regs)} regression(s)</span>' if regs else ""
         page = f"bench/{slug(s.key)}.html"
         write(page, _bench_page(s, site.changes[s.key]))
-        rows.append(f'<tr><td class="l"><a href="{page}">{E(s.case_id)}</a></td><td class="l">{E(s.machine)}</td>'
-                    f'<td class="l">{E(s.backend)}</td><td>{len(s.points)}</td><td>{fmt_us(last)}</td>'
-                    f'<td>{sparkline(meds)}</td><td class="l">{flag}</td></tr>')
+        rows.append([_link(page, s.case_id), E(s.machine), E(s.backend), str(len(s.points)), fmt_us(last),
+                     sparkline(meds), _bad(f"{len(regs)} regression(s)") if regs else ""])
     notes = "".join(f'<p class="note">skipped {E(str(p))}: {E(reason)}</p>' for p, reason in site.skipped)
     write("index.html", _page("hisparse-bench: benchmarks", notes + (
-        f'<p class="muted">{len(site.series)} benchmark(s), {len(commits)} commit(s). Times are medians per commit '
-        '(re-runs pooled); lower is better.</p><input placeholder="filter" oninput="filterRows(this.value)">'
-        '<table><thead><tr><th class="l">benchmark</th><th class="l">machine</th><th class="l">backend</th><th>commits</th>'
-        '<th>latest median</th><th>trend</th><th class="l">alerts</th></tr></thead><tbody class="filter">'
-        + "".join(rows) + "</tbody></table>")))
+        f'<p class="muted">{len(site.series)} benchmark(s), {len(commits)} commit(s). Times are medians per '
+        'commit (re-runs pooled); lower is better.</p><input placeholder="filter" oninput="filterRows(this.value)">')
+        + _table(["<benchmark", "<machine", "<backend", "commits", "latest median", "trend", "<alerts"], rows,
+                 body_class="filter", empty="no runs")))
 
     for c in commits:
         write(f"commit/{_commit_slug(c)}.html", _commit_page(c, by_commit[c], dates[c], make_plots))
-    write("commits.html", _page("Commits", '<table><thead><tr><th class="l">commit</th><th class="l">date</th>'
-                                '<th class="l">runs</th><th>failed cases</th></tr></thead><tbody>' + "".join(
-        f'<tr><td class="l"><a href="commit/{E(_commit_slug(c))}.html">{E(c[:12])}</a></td><td class="l">{dates[c]:%Y-%m-%d %H:%M}</td>'
-        f'<td class="l">{E(", ".join(r.run_id for r in by_commit[c]))}</td>'
-        f'<td>{sum(1 for r in by_commit[c] for k in r.cases if k.get("status") == "failed")}</td></tr>'
-        for c in reversed(commits)) + "</tbody></table>"))
+    write("commits.html", _page("Commits", _table(["<commit", "<date", "<runs", "failed cases"], (
+        [_link(f"commit/{_commit_slug(c)}.html", c[:12]), f"{dates[c]:%Y-%m-%d %H:%M}",
+         E(", ".join(r.run_id for r in by_commit[c])),
+         str(sum(1 for r in by_commit[c] for k in r.cases if k.get("status") == "failed"))]
+        for c in reversed(commits)))))
 
-    reg_rows = "".join(
-        f'<tr><td class="l"><a href="bench/{slug(s.key)}.html">{E(s.case_id)}</a></td><td class="l">{E(s.machine)}</td>'
-        f'<td class="l"><a href="commit/{E(_commit_slug(s.points[c.index].commit))}.html">{E(s.points[c.index].commit[:12])}</a></td>'
-        f'<td>{fmt_us(c.before_median)}</td><td>{fmt_us(c.after_median)}</td><td class="bad">{c.change * 100:+.2f}%</td>'
-        f'<td>{c.threshold * 100:.2f}%</td><td>{c.p_value:.3f}</td></tr>' for s, c in site.regressions)
-    fail_rows = "".join(
-        f'<tr><td class="l"><a href="commit/{E(_commit_slug(c))}.html">{E(c[:12])}</a></td><td class="l">{E(r.machine)}</td>'
-        f'<td class="l">{E(k["case_id"])}</td><td class="l">{E(str(k.get("reason") or ""))}</td></tr>'
-        for c in reversed(commits) for r in by_commit[c] for k in r.cases if k.get("status") == "failed")
+    regressions = _table(["<benchmark", "<machine", "<first commit", "before", "after", "change", "threshold", "p"], (
+        [_link(f"bench/{slug(s.key)}.html", s.case_id), E(s.machine),
+         _link(f"commit/{_commit_slug(s.points[c.index].commit)}.html", s.points[c.index].commit[:12]),
+         fmt_us(c.before_median), fmt_us(c.after_median), _bad(f"{c.change * 100:+.2f}%"),
+         f"{c.threshold * 100:.2f}%", f"{c.p_value:.3f}"] for s, c in site.regressions))
+    failed = _table(["<commit", "<machine", "<case", "<reason"], (
+        [_link(f"commit/{_commit_slug(c)}.html", c[:12]), E(r.machine), E(k["case_id"]), E(str(k.get("reason") or ""))]
+        for c in reversed(commits) for r in by_commit[c] for k in r.cases if k.get("status") == "failed"))
     write("regressions.html", _page("Regressions", (
-        '<h2>Detected regressions (change points)</h2><p class="muted">Binary segmentation with a permutation test over '
-        'per-commit medians; a change must exceed the case\'s own noise (docs/regression.md).</p>'
-        '<table><thead><tr><th class="l">benchmark</th><th class="l">machine</th><th class="l">first commit</th><th>before</th>'
-        '<th>after</th><th>change</th><th>threshold</th><th>p</th></tr></thead><tbody>'
-        + (reg_rows or '<tr><td class="l muted" colspan="8">none</td></tr>') + "</tbody></table>"
-        '<h2>Failed cases</h2><table><thead><tr><th class="l">commit</th><th class="l">machine</th><th class="l">case</th>'
-        '<th class="l">reason</th></tr></thead><tbody>'
-        + (fail_rows or '<tr><td class="l muted" colspan="4">none</td></tr>') + "</tbody></table>")))
+        '<h2>Detected regressions (change points)</h2><p class="muted">Binary segmentation with a permutation '
+        "test over per-commit medians; a change must exceed the case's own noise (docs/regression.md).</p>"
+        + regressions + "<h2>Failed cases</h2>" + failed)))
     return site
