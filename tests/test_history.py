@@ -36,10 +36,13 @@ run = {"schema_version": 1, "run_id": "r_" + commit[:12], "created": "2026-11-01
 '''
 
 
-def _git(repo: Path, *args: str) -> str:
+def _git(repo: Path, *args: str, date: str | None = None) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    if date:  # distinct committer dates: commits made within one second would tie
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}).stdout.strip()
+                          env=env).stdout.strip()
 
 
 @pytest.fixture
@@ -50,7 +53,7 @@ def repo(tmp_path):
     _git(r, "init", "-q", "-b", "main")
     (r / "README").write_text("x\n")
     _git(r, "add", "-A")
-    _git(r, "commit", "-q", "-m", "c1")
+    _git(r, "commit", "-q", "-m", "c1", date="2026-10-01T00:00:00+00:00")
     (r / "hisparse" / "commands").mkdir(parents=True)
     (r / "hisparse" / "__init__.py").write_text("")
     (r / "hisparse" / "commands" / "run.py").write_text("")
@@ -59,9 +62,9 @@ def repo(tmp_path):
     (r / "configs").mkdir()
     (r / "configs" / "ci.yaml").write_text("name: ci\n")
     _git(r, "add", "-A")
-    _git(r, "commit", "-q", "-m", "c2")
+    _git(r, "commit", "-q", "-m", "c2", date="2026-10-02T00:00:00+00:00")
     (r / "hisparse" / "level.py").write_text("LEVEL = 120.0\n")
-    _git(r, "commit", "-q", "-am", "c3")
+    _git(r, "commit", "-q", "-am", "c3", date="2026-10-03T00:00:00+00:00")
     commits = _git(r, "rev-list", "--reverse", "HEAD").split()
     return r, commits
 
