@@ -72,10 +72,13 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
 def git_info(root: Path | None = None) -> tuple[str | None, bool | None]:
     """(HEAD commit, dirty flag) of the source checkout; (None, None) outside a git checkout."""
     root = root or env.REPO_ROOT
-    if root is None:
-        return None, None
-    commit = _run(["git", "rev-parse", "HEAD"], cwd=root)
+    commit = _run(["git", "rev-parse", "HEAD"], cwd=root) if root is not None else None
     if commit is None:
+        # A tree copied to an offline GPU node has no .git: whoever copied it says which commit it is.
+        given = os.environ.get("HISPARSE_GIT_COMMIT")
+        if given:
+            dirty = os.environ.get("HISPARSE_GIT_DIRTY")
+            return given, (dirty == "1") if dirty in ("0", "1") else None
         return None, None
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
     return commit, (bool(status) if status is not None else None)

@@ -35,7 +35,9 @@ for s in "$@"; do
     node) step node node_info ;;
     build) step build python3 -m hisparse build configs/default.yaml -j 16 ;;
     tests) step gpu-tests python3 -m pytest -q -m gpu -p no:cacheprovider tests/ ;;
-    tests:*) step gpu-tests-${s#tests:} python3 -m pytest -q -m gpu -p no:cacheprovider ${s#tests:} ;;
+    tests:*) files=${s#tests:}
+             step "gpu-tests-$(echo "$files" | tr -c 'A-Za-z0-9_\n' '_' | cut -c1-60)" \
+               python3 -m pytest -q -m gpu -p no:cacheprovider $files ;;
     sanitize) step sanitize bash scripts/gpu_sanitize.sh ;;
     bench:*) IFS=: read -r _ cfg flag <<< "$s"
              step "bench-$cfg" python3 -m hisparse run "configs/$cfg.yaml" ${flag:-} --out "$OUT" ;;

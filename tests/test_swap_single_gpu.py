@@ -658,6 +658,10 @@ def test_cuda_graph_capture_and_replay_match_eager(record_plan):
         graph_kw["top_k_tokens"].copy_(top_k_2)
         kernel(**graph_kw)
 
+    # The first capture in a process allocates torch's own graph RNG state (two 512 B blocks, seen on
+    # the H200 as +1024 B in the first parametrisation only): capture an empty graph first so the
+    # comparison below sees only what the swap itself allocates.
+    _capture(lambda: None)
     allocated = torch.cuda.memory_allocated()
     g = _capture(two_calls)
     assert torch.cuda.memory_allocated() == allocated, "the captured swap allocated device memory"
