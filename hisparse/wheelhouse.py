@@ -38,7 +38,7 @@ DEFAULT_PLATFORMS = (  # newest first; pip takes the first wheel any of them acc
 # imports these at runtime; pyproject does not list them because pip resolves them from asv's own
 # metadata, which `--no-deps` skips. A version constraint, if any, comes from pyproject.toml
 # (importlib-metadata<9 there: 10.x needs a further package on 3.11/3.12).
-ASV_RUNTIME = ("json5", "pympler", "importlib-metadata")
+ASV_RUNTIME = ("json5", "pympler", "importlib-metadata", "tabulate")  # `import asv` fails without tabulate
 
 INSTALL_SCRIPT = "install.sh"
 PROJECT = "hisparse-bench"
