@@ -155,8 +155,8 @@ def pack_entry(token: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
 def _index_tokens(hash_index: torch.Tensor, tokens: torch.Tensor, counters: torch.Tensor, hot: int) -> None:
     """Insert every non-identity resident token of every request (vectorised, bank 0 then bank 1).
 
-    A token that finds both of its buckets taken marks the request degraded (linear-scan lookups):
-    always correct, only slower, and rare at load factor <= 0.5.
+    Tokens that find both of their buckets taken go in with cuckoo kicks; only a failed kick chain
+    marks the request degraded (linear-scan lookups: always correct, only slower).
     """
     h = hash_index.shape[2]
     slots = torch.arange(hot, device=tokens.device)
@@ -179,8 +179,20 @@ def _index_tokens(hash_index: torch.Tensor, tokens: torch.Tensor, counters: torc
             win = ci[first]
             hash_index[rid, bank, pos[win]] = pack_entry(t[win], s[win])
             left[win] = False
-        if bool(left.any()):
+        if bool(left.any()) and not _kick_in(hash_index, rid, t[left], s[left]):
             counters[rid, COUNTER_FLAGS] |= FLAG_HASH_DEGRADED
+
+
+def _kick_in(hash_index: torch.Tensor, rid: int, tokens: torch.Tensor, slots: torch.Tensor) -> bool:
+    """Insert the few tokens whose two buckets were both taken with cuckoo kicks (reference doc §3.5),
+    so a fresh state starts non-degraded (a degraded request pays a linear scan per lookup on its
+    first call). False when a kick chain fails: the caller then degrades the request."""
+    from hisparse.reference.cuckoo import CuckooRow  # noqa: PLC0415 (cuckoo imports this module)
+
+    row = CuckooRow(hash_index, rid)
+    ok = all(row.insert(int(t), int(s)) for t, s in zip(tokens.tolist(), slots.tolist()))
+    row.write_back()
+    return ok
 
 
 def new_multi_step_state(
