@@ -8,7 +8,7 @@ K = top_k, T = S*K, HOT = hot_buffer_size, C = scratch capacity, H = hash size, 
 | hash_index    | int64 [R,2,H]  | cuckoo banks 0/1 mapping token -> hot slot. Entry = (slot << 32) | uint32(token); any negative value is empty (-1 never used, -2 erased). Tokens 0 <= t < HOT held in slot t need no entry (identity fast path). |
 | ref_epochs    | int32 [R,HOT]  | CLOCK: epoch of the slot's last reference; 0 = never. |
 | clock         | int32 [R,2]    | [epoch of the last call (0 before the first), CLOCK cursor in [0, HOT)]. |
-| counters      | int32 [R,4]    | [last call's unique-miss count, work counter, union-hit counter, flags]; flags bit 0 = hash degraded (lookups fall back to a linear scan). Work and union-hit counters are 0 between calls. |
+| counters      | int32 [R,4]    | [last call's unique-miss count, work counter, union-hit counter, flags]; flags bit 0 = hash degraded (lookups fall back to a linear scan; the kernel's commit rebuilds the index and clears it), bit 1 = outputs pending (set by the gather when a lane gave up waiting for a miss to be published or hit overflow, cleared by the commit of the same call, so 0 between calls). Work and union-hit counters are 0 between calls. |
 | scratch_locs  | int32 [R,C]    | physical device rows owned as scratch; the commit rotates them with evicted hot rows. |
 | miss_keys     | int64 [R,M]    | kernel workspace: open-addressing table of this call's misses, (epoch << 32) | uint32(token). |
 | miss_vals     | int64 [R,M]    | kernel workspace: (epoch << 32) | unique index u, later | device row for overflow misses, 0xFFFFFFFF = unresolved. |
