@@ -27,8 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hisparse.errors import HisparseError, ResultFormatError
-
-SUPPORTED_SCHEMA_VERSIONS = (1,)
+from hisparse.results import SCHEMA_VERSION, upgrade
 
 
 class HarnessUnavailable(HisparseError):
@@ -91,7 +90,7 @@ def parse_time(value: str | None) -> datetime | None:
 
 def read_run(path: str | os.PathLike) -> RunFile:
     """Read one result file; ResultFormatError for unreadable JSON or an unknown schema_version
-    (older versions are upgraded through hisparse.results when that module knows how)."""
+    (older versions are upgraded with ``hisparse.results.upgrade``)."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -99,12 +98,7 @@ def read_run(path: str | os.PathLike) -> RunFile:
         raise ResultFormatError(f"{path}: not a readable JSON run file ({e})") from e
     if not isinstance(data, dict) or "cases" not in data:
         raise ResultFormatError(f"{path}: not a run file (no 'cases')")
-    version = data.get("schema_version")
-    if version not in SUPPORTED_SCHEMA_VERSIONS:
-        try:
-            from hisparse.results import upgrade  # noqa: PLC0415  (knows later upgrades, if any)
-        except ImportError:
-            raise ResultFormatError(f"{path}: unknown schema_version {version!r}") from None
+    if data.get("schema_version") != SCHEMA_VERSION:
         try:
             data = upgrade(data)
         except ResultFormatError as e:
