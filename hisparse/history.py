@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from hisparse import metadata
 from hisparse.errors import HisparseError, ResultFormatError
 from hisparse.results import SCHEMA_VERSION, upgrade
 
@@ -232,8 +232,8 @@ def build_series(runs: Sequence[RunFile], *, repo: str | os.PathLike | None = No
 
 
 def machine_name(machine: str | None = None) -> str:
-    """--machine, else HISPARSE_MACHINE, else the hostname (what the engine records)."""
-    return machine or os.environ.get("HISPARSE_MACHINE") or socket.gethostname()
+    """--machine, else HISPARSE_MACHINE, else the hostname (``metadata.machine_name``, what the engine records)."""
+    return machine or metadata.machine_name()
 
 
 def resolve_commits(repo: str | os.PathLike, spec: str) -> list[str]:
