@@ -75,10 +75,6 @@ def fmt_us(v: float | None) -> str:
     return f"{v:.4g} us" if v < 1e4 else f"{v / 1e3:.4g} ms"
 
 
-def _median(xs: Sequence[float]) -> float:
-    return stats.median(xs)
-
-
 def _quartiles(xs: Sequence[float]) -> tuple[float, float]:
     return stats.quantile(xs, 0.25), stats.quantile(xs, 0.75)
 
@@ -120,7 +116,7 @@ def trend_chart(series: Series, changes: Sequence[changepoint.ChangePoint], widt
                 height: int = 320) -> str:
     """Median per commit (line + points with hover titles), IQR band, change points, failed commits."""
     pts = series.points
-    rows = [(i, p, _median(p.samples_us), *_quartiles(p.samples_us)) for i, p in enumerate(pts) if p.ok]
+    rows = [(i, p, stats.median(p.samples_us), *_quartiles(p.samples_us)) for i, p in enumerate(pts) if p.ok]
     left, right, top, bottom = 70, 20, 14, 60
     if not rows:
         return f'<svg class="trend" width="{width}" height="{height}"><text x="20" y="40">no data</text></svg>'
@@ -204,7 +200,7 @@ def detect(series: Series) -> list[changepoint.ChangePoint]:
     idx = [i for i, p in enumerate(series.points) if p.ok]
     if len(idx) < 4:
         return []
-    found = changepoint.detect_changes([_median(series.points[i].samples_us) for i in idx],
+    found = changepoint.detect_changes([stats.median(series.points[i].samples_us) for i in idx],
                                        direction=changepoint.METRIC_DIRECTION["time_us"],
                                        samples=[series.points[i].samples_us for i in idx])
     return [changepoint.ChangePoint(**{**c.to_dict(), "index": idx[c.index]}) for c in found]
@@ -214,7 +210,7 @@ def _point_row(p: CommitPoint) -> list[str]:
     row = [_link(f"../commit/{_commit_slug(p.commit)}.html", p.commit[:12]), f"{p.date:%Y-%m-%d %H:%M}"]
     if not p.ok:
         return row + [_bad("failed: " + ("; ".join(p.failed) or "no samples"))] + ["-"] * 5 + [E(", ".join(p.run_ids))]
-    m = _median(p.samples_us)
+    m = stats.median(p.samples_us)
     q1, q3 = _quartiles(p.samples_us)
     gbps = f"{p.gbps_per_us / m:.2f}" if p.gbps_per_us and m else "-"
     return row + [fmt_us(m), fmt_us(q1), fmt_us(q3), fmt_us(q3 - q1), str(len(p.samples_us)), gbps,
@@ -258,7 +254,7 @@ def _plots_html(run: RunFile, make_plots: bool) -> str:
 def _case_row(c: dict) -> list[str]:
     st, d = c.get("stats") or {}, c.get("derived") or {}
     samples = c.get("samples_us") or []
-    med = st.get("median_us", _median(samples) if samples else None)
+    med = st.get("median_us", stats.median(samples) if samples else None)
     status = str(c.get("status"))
     gbps, over = d.get("gbps"), d.get("over_pcie_floor")
     return [E(c["case_id"]), _bad(status) if status == "failed" else E(status), fmt_us(med), fmt_us(st.get("iqr_us")),
@@ -307,7 +303,7 @@ def build_site(results_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
 
     rows = []
     for s in site.series:
-        meds = [_median(p.samples_us) if p.ok else None for p in s.points]
+        meds = [stats.median(p.samples_us) if p.ok else None for p in s.points]
         last = next((m for m in reversed(meds) if m is not None), None)
         regs = [c for c in site.changes[s.key] if c.kind == changepoint.REGRESSION]
         page = f"bench/{slug(s.key)}.html"
