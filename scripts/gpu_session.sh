@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that validates and measures everything, for an H200 node reached through a
 # one-shot command (no network). Usage:  OUT=/some/dir bash scripts/gpu_session.sh STEP...
-# Steps: node build tests sanitize bench:<config>[:--ci] rerun:<config> cache
+# Steps: node build tests tests:<files> sanitize bench:<config>[:--ci] history:<N commits> cache
 # Every step logs to $OUT/<step>.txt; a summary table is printed last.
 set -uo pipefail
 FINAL=${OUT:-/tmp/hisparse-out}   # the device tool returns at most 8 files: everything is packed at the end
@@ -41,6 +41,9 @@ for s in "$@"; do
     sanitize) step sanitize bash scripts/gpu_sanitize.sh ;;
     bench:*) IFS=: read -r _ cfg flag <<< "$s"
              step "bench-$cfg" python3 -m hisparse run "configs/$cfg.yaml" ${flag:-} --out "$OUT" ;;
+    history:*) # the device copy has no .git: carry a bundle (git bundle create .bundle/main.bundle main)
+             n=${s#history:}
+             step history bash -c "rm -rf /tmp/hs-repo && git clone -q .bundle/main.bundle /tmp/hs-repo && cd /tmp/hs-repo && python3 -m hisparse history HEAD~$n..HEAD --results $OUT/history-results --machine \${HISPARSE_MACHINE:-h200-sxm} --python python3" ;;
     cache) step cache tar czf "$OUT/jit-cache.tgz" -C "$HISPARSE_CACHE_DIR/.." "$(basename "$HISPARSE_CACHE_DIR")" ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
