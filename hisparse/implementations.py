@@ -168,13 +168,10 @@ class BoundCall:
         for inv in self._recorded:
             inv.fn(**inv.kwargs)
             kw = inv.kwargs
-            if inv.kind in (SINGLE, MULTI):
-                src, dst = plan_rows(kw["miss_src"], kw["miss_dst"], kw["miss_count"], kw["num_real_reqs"])
-                copies.append(Copy(src.clone(), dst.clone(), kw["host_cache"], kw["device_buffer"], 0))
-            else:
-                layer = int(inv.label.rsplit(" ", 1)[-1])
-                src, dst = plan_rows(kw["miss_src"], kw["miss_dst"], kw["miss_count"], kw["num_real_reqs"])
-                copies.append(Copy(src.clone(), dst.clone(), kw["host_cache"], kw["device_buffer"], layer))
+            # A swap copies into the swapped layer (0); a planned copy into the shared layer its label names.
+            layer = 0 if inv.kind in (SINGLE, MULTI) else int(inv.label.rsplit(" ", 1)[-1])
+            src, dst = plan_rows(kw["miss_src"], kw["miss_dst"], kw["miss_count"], kw["num_real_reqs"])
+            copies.append(Copy(src.clone(), dst.clone(), kw["host_cache"], kw["device_buffer"], layer))
         return CallRecord(copies=tuple(copies), occurrences=occurrences, hits=hits)
 
 
