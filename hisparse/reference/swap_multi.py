@@ -215,13 +215,7 @@ def swap_multi_step(
 
     Padding rows (b >= num_real_reqs[0]) get outputs -1 and miss_count 0; their state is untouched.
     """
-    kw = dict(
-        top_k_tokens=top_k_tokens, device_buffer_tokens=device_buffer_tokens, host_cache_locs=host_cache_locs,
-        device_buffer_locs=device_buffer_locs, host_cache=host_cache, device_buffer=device_buffer,
-        top_k_device_locs=top_k_device_locs, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
-        state=state, num_real_reqs=num_real_reqs, item_size_bytes=item_size_bytes,
-        miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count, pdl=pdl,
-    )
+    kw = dict(locals())  # first statement: exactly the keyword arguments above, by name
     shape = check_swap_multi_contract(**kw)
     n_real = int(num_real_reqs[0])
     top_k_device_locs[n_real:] = -1

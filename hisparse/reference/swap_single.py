@@ -209,13 +209,7 @@ def swap_single_step(
     Always runs the full input contract first (``check_swap_single_contract``), so a call the kernel
     would silently get wrong raises InputError here instead, and nothing is written.
     """
-    kw = dict(
-        top_k_tokens=top_k_tokens, device_buffer_tokens=device_buffer_tokens, host_cache_locs=host_cache_locs,
-        device_buffer_locs=device_buffer_locs, host_cache=host_cache, device_buffer=device_buffer,
-        top_k_device_locs=top_k_device_locs, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
-        lru_slots=lru_slots, num_real_reqs=num_real_reqs, item_size_bytes=item_size_bytes, page_size=page_size,
-        miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count,
-    )
+    kw = dict(locals())  # first statement: exactly the keyword arguments above, by name
     shape = check_swap_single_contract(**kw)
     plan, stats = _plan_call(kw, shape)
     _write_back(kw, shape, plan)
