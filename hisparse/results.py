@@ -24,8 +24,13 @@ STATUSES = ("ok", "failed", "skipped")
 BACKENDS = ("cuda", "reference")
 
 
+def utc_iso(moment: datetime) -> str:
+    """``2026-11-29T20:15:00Z``: the form of ``created`` and ``finished`` (``moment`` in UTC)."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_iso(datetime.now(timezone.utc))
 
 
 def _clean(value: Any) -> Any:

@@ -89,7 +89,7 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
             click.echo("Measuring pinned host->device bandwidth ...")
         pinned = measure_pinned_h2d(backend.device)
         record = results.RunRecord(
-            run_id=run_id, created=created.strftime("%Y-%m-%dT%H:%M:%SZ"), backend=backend.name,
+            run_id=run_id, created=results.utc_iso(created), backend=backend.name,
             config={"name": cfg.name, "path": str(getattr(cfg, "path", None) or config), "hash": cfg.config_hash,
                     "ci": ci, "filters": list(filters),
                     "pruned": [{"case_id": p.case_id, "reason": p.reason} for p in expansion.pruned]},
