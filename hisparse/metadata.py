@@ -1,7 +1,8 @@
 """Environment metadata of a run: a registry of keys (type, unit, meaning) and the collector.
 
 pyperf practice 10: every key has a declared type; ``CHECKED_KEYS`` are the ones two runs must agree
-on before their cases may live in one file (``--resume``) without a warning-free comparison.
+on before their cases may live in one file (``--resume`` refuses a mismatch); ``compare`` warns when
+two runs differ in any of them but the commit.
 Collecting never changes device state (no clock locking) and never fails: a value that cannot be
 read is None.
 """
