@@ -3,6 +3,7 @@ hisparse/commands/ and is registered here; this is the only layer that prints an
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 import click
 
