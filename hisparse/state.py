@@ -213,6 +213,12 @@ def new_multi_step_state(
     check_tensor("scratch_locs", scratch_locs, dtypes=torch.int32, ndim=2)
     sizes = multi_step_sizes(num_req_slots, steps, top_k, hot_buffer_size, scratch_capacity=scratch_locs.shape[1])
     check_tensor("scratch_locs", scratch_locs, shape=(num_req_slots, None))
+    # A negative scratch row would be recorded as a plan destination of -1 (docs/known-issues.md #1);
+    # one host sync here, at allocation time, keeps every state built by this helper clear of it.
+    if scratch_locs.numel() and int(scratch_locs.min()) < 0:
+        bad = torch.nonzero(scratch_locs < 0)[0].tolist()
+        raise InputError(f"scratch_locs: every scratch row must be a device row >= 0, got "
+                         f"{int(scratch_locs[bad[0], bad[1]])} at request slot {bad[0]}, entry {bad[1]}")
     dev = scratch_locs.device
     r, t = num_req_slots, sizes.occurrences
     state = MultiStepState(

@@ -42,3 +42,10 @@ def test_fresh_state_indexes_scattered_tokens_without_degrading():
     found = hot_lookup(tokens, tokens, state.hash_index, torch.zeros(r, dtype=torch.bool))
     assert torch.equal(found, torch.arange(hot).expand(r, hot))
     assert int((state.hash_index[0] >= 0).sum()) == hot - 100
+
+
+def test_negative_scratch_rows_are_rejected_at_allocation():
+    scratch = torch.arange(2 * 1024, dtype=torch.int32).reshape(2, 1024)
+    scratch[1, 5] = -1
+    with pytest.raises(InputError, match=r"scratch_locs.*request slot 1, entry 5"):
+        new_multi_step_state(2, 2, 512, 2048, scratch_locs=scratch)
