@@ -47,6 +47,8 @@ void copy_planned_entry(tvm::ffi::TensorView miss_src, tvm::ffi::TensorView miss
   p.device_buffer = ptr<void>(device_buffer);
   p.plan_stride = miss_src.stride(0);
   p.width = miss_src.size(1) < miss_dst.size(1) ? miss_src.size(1) : miss_dst.size(1);
+  p.host_rows = nbytes(host_cache) / item_size_bytes;
+  p.device_rows = nbytes(device_buffer) / item_size_bytes;
   p.batch = static_cast<int32_t>(batch);
   p.item_size_bytes = static_cast<uint32_t>(item_size_bytes);
 

@@ -211,3 +211,42 @@ def test_cuda_graph_replay_matches_eager():
         g.replay()
         torch.cuda.synchronize()
         assert torch.equal(kw["device_buffer"], eager)
+
+
+def test_rows_outside_the_buffers_are_skipped_and_nothing_outside_is_written():
+    """Known issue 1 (docs/known-issues.md): a plan entry whose src or dst lies outside its buffer
+    (-1 = "no row", as a swap records it, or any out-of-range value from a corrupted plan) is skipped
+    by the kernel; the in-range entries are copied exactly as the reference copies them. The device
+    buffer is a view into a larger allocation, so a write before or after it would show in the guards."""
+    from hisparse.ops.copy_planned import copy_planned
+    from hisparse.reference.copy_planned import copy_planned as reference
+
+    item, guard = 576, 4 * 576
+    kw = make_plan(Plan(seed=9, batch=16, width=64, item=item, num_real=16, max_count=64))
+    host_rows = kw["host_cache"].numel() // item
+    device_rows = kw["device_buffer"].numel() // item
+    src, dst, counts = kw["miss_src"].clone(), kw["miss_dst"].clone(), kw["miss_count"].cpu()
+    g = torch.Generator().manual_seed(9)
+    bad_src = (-1, -(1 << 40), host_rows, 1 << 40)
+    bad_dst = (-1, -(1 << 31), device_rows, (1 << 31) - 1)
+    for r in range(16):
+        for j in range(int(counts[r])):
+            roll = int(torch.randint(0, 6, (1,), generator=g))
+            if roll == 0:
+                src[r, j] = bad_src[int(torch.randint(0, 4, (1,), generator=g))]
+            elif roll == 1:
+                dst[r, j] = bad_dst[int(torch.randint(0, 4, (1,), generator=g))]
+    skipped = ((src < 0) | (src >= host_rows) | (dst < 0) | (dst >= device_rows)).cpu()
+    assert bool(skipped.any())
+    backing = torch.randint(0, 256, (guard + device_rows * item + guard,), dtype=torch.uint8, device=DEVICE)
+    kw["device_buffer"] = backing[guard: guard + device_rows * item]
+    before = backing.clone()
+    kw["miss_src"], kw["miss_dst"] = src, dst
+    copy_planned(**kw)
+    torch.cuda.synchronize()
+    assert torch.equal(backing[:guard], before[:guard]) and torch.equal(backing[-guard:], before[-guard:])
+    # The reference's contract rejects out-of-range rows; give it the same plan with them as -1.
+    want = before[guard: guard + device_rows * item].clone()
+    reference(**{**kw, "device_buffer": want, "miss_src": torch.where(skipped.to(DEVICE), -1, src),
+                 "miss_dst": torch.where(skipped.to(DEVICE), -1, dst)})
+    assert torch.equal(kw["device_buffer"], want)

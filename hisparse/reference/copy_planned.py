@@ -2,7 +2,9 @@
 
 Shared-index ("skip") layers reuse the anchor layer's slot table, so they only need the anchor's
 host->device copies, into their own KV buffer: rows ``r < num_real_reqs[0]``, entries
-``[0, miss_count[r])``, ``device_buffer[miss_dst[r, j]] <- host_cache[miss_src[r, j]]``.
+``[0, miss_count[r])``, ``device_buffer[miss_dst[r, j]] <- host_cache[miss_src[r, j]]``. An entry
+whose src or dst is negative ("no row": the swap found no host row or no victim row) is skipped, as
+the kernel does.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ def copy_planned(
     device_buffer: torch.Tensor,
     item_size_bytes: int,
 ) -> int:
-    """Copy every planned row (byte-exact, any item size); returns the number of rows copied."""
+    """Copy every planned row (byte-exact, any item size); returns the number of rows copied
+    (entries with a negative row are skipped and not counted)."""
     check_copy_planned_contract(
         miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count, num_real_reqs=num_real_reqs,
         host_cache=host_cache, device_buffer=device_buffer, item_size_bytes=item_size_bytes,
@@ -34,5 +37,7 @@ def copy_planned(
     live = torch.arange(used).unsqueeze(0) < counts.unsqueeze(1)
     src = miss_src[:n, :used].cpu().to(torch.int64)[live]
     dst = miss_dst[:n, :used].cpu().to(torch.int64)[live]
+    keep = (src >= 0) & (dst >= 0)
+    src, dst = src[keep], dst[keep]
     copy_rows(host_cache, src, device_buffer, dst, item_size_bytes)
     return int(src.numel())

@@ -64,8 +64,10 @@ def check_copy_planned_inputs(
 
 def check_copy_planned_contract(**kwargs: object) -> CopyPlannedShape:
     """``check_copy_planned_inputs`` plus contents (one device->host sync): ``num_real_reqs[0]`` in
-    [0, batch]; each real row's count in [0, width]; its src rows in [0, host_rows) and dst rows in
-    [0, device_rows). Takes the op's keyword arguments; errors name the argument, the row and the value."""
+    [0, batch]; each real row's count in [0, width]; its src rows < host_rows and dst rows <
+    device_rows. A negative row means "no row" (a swap records -1 when a miss had no host row or no
+    victim row); the replay skips that entry, so negatives are allowed. Takes the op's keyword
+    arguments; errors name the argument, the row and the value."""
     shape = check_copy_planned_inputs(**kwargs)  # type: ignore[arg-type]
     n = int(kwargs["num_real_reqs"][0])  # type: ignore[index]
     if not 0 <= n <= shape.batch:
@@ -79,8 +81,9 @@ def check_copy_planned_contract(**kwargs: object) -> CopyPlannedShape:
     live = torch.arange(used).unsqueeze(0) < counts.unsqueeze(1)  # entries the replay reads
     for name, bound, hi in (("miss_src", "host_rows", shape.host_rows), ("miss_dst", "device_rows", shape.device_rows)):
         table = kwargs[name][:n, :used].cpu().to(torch.int64)  # type: ignore[index]
-        bad = live & ((table < 0) | (table >= hi))
+        bad = live & (table >= hi)
         if bool(bad.any()):
             r, j = (int(x) for x in torch.nonzero(bad)[0])
-            raise InputError(f"{name}: row {r} entry {j} must be in [0, {bound}={hi}), got {int(table[r, j])}")
+            raise InputError(f"{name}: row {r} entry {j} must be < {bound}={hi} (or negative: no row, skipped), "
+                             f"got {int(table[r, j])}")
     return shape

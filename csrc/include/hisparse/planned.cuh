@@ -8,6 +8,8 @@
 // since a few misses per request otherwise leave most warps idle. The grid is small on purpose
 // (default 8 CTAs): the copy runs on a side stream next to attention and should leave SMs free.
 //
+// Entries whose src or dst row lies outside its buffer (-1 = "no row") are skipped, as in the reference.
+//
 // Each warp walks the counts in windows of 32 rows (one per lane) and a warp-wide prefix sum, so it
 // finds the row of each of its pairs with one ballot, with no global prefix array and no allocation.
 #pragma once
@@ -27,6 +29,8 @@ struct PlannedCopyParams {
   void* device_buffer;
   int64_t plan_stride;
   int64_t width;  // usable plan columns; counts are clamped to [0, width] (the contract keeps them there)
+  int64_t host_rows;    // rows of host_cache: a src outside [0, host_rows) is skipped
+  int64_t device_rows;  // rows of device_buffer: a dst outside [0, device_rows) is skipped
   int32_t batch;
   uint32_t item_size_bytes;
 };
@@ -73,8 +77,14 @@ __global__ void __launch_bounds__(kBlockSize) copy_planned_kernel(const __grid_c
       const int owner = __ffs(__ballot_sync(0xFFFFFFFFu, incl > local)) - 1;  // lane of q's row
       const int64_t before = __shfl_sync(0xFFFFFFFFu, incl - cnt, owner);
       const int64_t at = static_cast<int64_t>(base + owner) * p.plan_stride + (local - before);
-      copy_pair(row_ptr(p.host_cache, p.miss_src[at], p.item_size_bytes),
-                row_ptr(p.device_buffer, p.miss_dst[at], p.item_size_bytes), p.item_size_bytes, lane);
+      const int64_t src = p.miss_src[at];
+      const int64_t dst = p.miss_dst[at];
+      // -1 = "no row": a swap records it when a miss had no host row or found no victim row. Any
+      // row outside the buffers is skipped the same way (warp-uniform: the whole warp reads one pair),
+      // so a bad plan never writes outside device_buffer.
+      if (src < 0 || src >= p.host_rows || dst < 0 || dst >= p.device_rows) continue;
+      copy_pair(row_ptr(p.host_cache, src, p.item_size_bytes), row_ptr(p.device_buffer, dst, p.item_size_bytes),
+                p.item_size_bytes, lane);
     }
     done += window;
   }
