@@ -113,6 +113,9 @@ void swap_single_entry(tvm::ffi::TensorView top_k_tokens, tvm::ffi::TensorView d
   p.buffer_stride = device_buffer_tokens.stride(0);
   p.max_len = host_cache_locs.size(1);
   p.plan_stride = plan_stride;
+  p.num_req_slots = R;
+  p.host_rows = nbytes(host_cache) / item_size_bytes;
+  p.device_rows = nbytes(device_buffer) / item_size_bytes;
   p.top_k = static_cast<int32_t>(K);
   p.hot_buffer_size = static_cast<int32_t>(HOT);
   p.page_size = static_cast<int32_t>(page_size);

@@ -773,3 +773,69 @@ def test_debug_mode_rejects_a_contract_violation():
     kw["top_k_tokens"][0, 1] = kw["top_k_tokens"][0, 0]  # a repeated token in a long row
     with pytest.raises(InputError, match="top_k_tokens"):
         kernel(**kw, debug=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# Device values outside the contract (known issue 2, docs/known-issues.md): without debug=True the
+# kernel cannot see them, and must still never touch memory outside its tensors.
+
+
+def test_out_of_contract_device_values_never_touch_memory_outside_the_tensors():
+    s = Spec(seed=77, bs=6, top_k=64, hot=128, item=576, long_frac=1.0, miss_rate=0.5, empty_frac=0.0)
+    w = make_workload(s)
+    assert w.paths == ["long"] * 6
+    kk, kr = w.fresh(), w.fresh()
+    rids = kk["req_pool_indices"].cpu().tolist()
+    num_slots, hot = kk["lru_slots"].shape
+    locs = kk["host_cache_locs"].clone()
+    kk["host_cache_locs"] = locs
+
+    def misses_of(b: int) -> list[int]:
+        rid = rids[b]
+        resident = set(kk["device_buffer_tokens"][rid, :hot].cpu().tolist())
+        newest = int(kk["seq_lens"][b]) - 1
+        return [j for j, t in enumerate(kk["top_k_tokens"][b].cpu().tolist()) if t not in resident and t != newest]
+
+    kk["req_pool_indices"][0] = num_slots + 5  # row 0: a request slot outside the pool
+    kk["lru_slots"][rids[1], 3], kk["lru_slots"][rids[1], 9] = -3, hot + 7  # row 1: LRU entries that are not slots
+    m2 = misses_of(2)  # row 2: misses whose host rows are -1 or past the host cache
+    t2 = kk["top_k_tokens"][2, m2[:2]].to(torch.int64)
+    locs[rids[2], t2[0]], locs[rids[2], t2[1]] = -1, 1 << 40
+    for j in range(4):  # row 3: victim rows outside the device buffer
+        kk["device_buffer_locs"][rids[3], int(kk["lru_slots"][rids[3], j])] = (1 << 30) if j % 2 else -5
+    kk["top_k_tokens"][4, misses_of(4)[0]] = locs.shape[1] + 5  # row 4: a missed token past host_cache_locs
+
+    guard = 8 * s.item
+    n = kk["device_buffer"].numel()
+    backing = torch.randint(0, 256, (guard + n + guard,), dtype=torch.uint8, device="cuda")
+    backing[guard: guard + n].copy_(kk["device_buffer"])
+    kk["device_buffer"] = backing[guard: guard + n]
+    before = backing.clone()
+
+    kernel(**kk)
+    torch.cuda.synchronize()  # a fault would surface here
+    assert torch.equal(backing[:guard], before[:guard]) and torch.equal(backing[-guard:], before[-guard:])
+
+    out, cnt, src = kk["top_k_device_locs"].cpu(), kk["miss_count"].cpu(), kk["miss_src"].cpu()
+    assert bool((out[0] == -1).all()) and int(cnt[0]) == 0
+    assert -1 in src[2, : int(cnt[2])].tolist() and (1 << 40) in src[2, : int(cnt[2])].tolist()
+    assert -1 in src[4, : int(cnt[4])].tolist()
+    # Row 5 is untouched by the corruption: bit-exact with the reference on the clean state.
+    reference(**kr)
+    rid5 = rids[5]
+    assert torch.equal(out[5], kr["top_k_device_locs"][5].cpu())
+    assert torch.equal(kk["lru_slots"][rid5], kr["lru_slots"][rid5])
+    assert torch.equal(kk["device_buffer_tokens"][rid5], kr["device_buffer_tokens"][rid5])
+    rows5 = kk["device_buffer_locs"][rid5, : hot + s.page_size].to(torch.int64)
+    item_rows = lambda buf: buf.reshape(-1).view(torch.uint8).view(-1, s.item)  # noqa: E731
+    assert torch.equal(item_rows(kk["device_buffer"])[rows5], item_rows(kr["device_buffer"])[rows5])
+
+    # The recorded plan, -1 and out-of-range rows included, replays without writing outside the buffer.
+    from hisparse.ops.copy_planned import copy_planned
+
+    layer = torch.zeros(guard + n + guard, dtype=torch.uint8, device="cuda")
+    copy_planned(miss_src=kk["miss_src"], miss_dst=kk["miss_dst"], miss_count=kk["miss_count"],
+                 num_real_reqs=kk["num_real_reqs"], host_cache=w.host_cache, device_buffer=layer[guard: guard + n],
+                 item_size_bytes=s.item)
+    torch.cuda.synchronize()
+    assert not bool(layer[:guard].any()) and not bool(layer[-guard:].any())

@@ -15,6 +15,13 @@
 //
 // Sizes are runtime (dynamic shared memory sized at launch); only the block size and whether a miss
 // plan is recorded are template arguments (each instantiation costs ~10 s of nvcc).
+//
+// Device values outside the contract (checked only by the wrapper's debug mode, since that needs a
+// sync) never make the kernel touch memory outside its tensors: a request slot outside [0, R) turns
+// the row into a padding row; an lru_slots entry outside [0, HOT) is never evicted (it keeps its
+// place among the hits); a missed token >= max_len has host row -1; a copy whose host row or
+// victim row lies outside its buffer is skipped (the plan still records the rows, and the planned
+// copy skips them the same way). The multi-step kernels clamp the same way.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +52,9 @@ struct SwapSingleParams {
   int64_t buffer_stride;
   int64_t max_len;
   int64_t plan_stride;
+  int64_t num_req_slots;  // R: a req_pool_indices value outside [0, R) makes its row a padding row
+  int64_t host_rows;      // rows of host_cache: a miss whose host row is outside [0, host_rows) is not copied
+  int64_t device_rows;    // rows of device_buffer: a victim row outside [0, device_rows) is not written
   int32_t top_k;
   int32_t hot_buffer_size;
   int32_t page_size;
@@ -211,15 +221,16 @@ __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_co
   const int32_t HOT = p.hot_buffer_size;
   int32_t* out = p.top_k_device_locs + bid * p.out_stride;
 
-  // 0. CUDA-graph padding row: define every output, touch nothing else.
-  if (bid >= *p.num_real_reqs) {
+  // 0. CUDA-graph padding row (or a request slot outside the pool): define every output, touch
+  // nothing else.
+  const int64_t rid = bid < *p.num_real_reqs ? load_index(p.req_pool_indices, p.index_i64 & 1u, bid) : -1;
+  if (rid < 0 || rid >= p.num_req_slots) {
     for (int i = tid; i < K; i += kBlockSize) out[i] = -1;
     if (kRecordPlan && tid == 0) p.miss_count[bid] = 0;
     return;
   }
 
   // 1. Request row.
-  const int64_t rid = load_index(p.req_pool_indices, p.index_i64 & 1u, bid);
   const int64_t seq_len = load_index(p.seq_lens, p.index_i64 & 2u, bid);
   const int32_t* tokens_in = p.top_k_tokens + bid * p.top_k_stride;
   int32_t* slot_tokens = p.device_buffer_tokens + rid * p.buffer_stride;
@@ -277,15 +288,19 @@ __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_co
   for (int c = warp; c < L.chunks; c += kWarps) {
     const int32_t j = c * kWarpSize + lane;
     int32_t idx = -1;
+    bool pinned = false;  // a hit, or an entry that is not a slot (kept with the hits, never evicted)
     if (j < HOT) {
       const int32_t slot = lru[j];
-      idx = hash_lookup(s_keys, s_vals, L.hash_log2, slot_tokens[slot]);
-      if (idx >= 0) {
-        s_tokens[idx] = kHit;
-        out[idx] = slot_locs[slot];
+      if (slot >= 0 && slot < HOT) {
+        idx = hash_lookup(s_keys, s_vals, L.hash_log2, slot_tokens[slot]);
+        if (idx >= 0) {
+          s_tokens[idx] = kHit;
+          out[idx] = slot_locs[slot];
+        }
       }
+      pinned = idx >= 0 || slot < 0 || slot >= HOT;
     }
-    const uint32_t mask = __ballot_sync(0xFFFFFFFFu, idx >= 0);
+    const uint32_t mask = __ballot_sync(0xFFFFFFFFu, pinned);
     if (lane == 0) {
       s_chunk_mask[c] = mask;
       s_chunk_off[c] = __popc(mask);
@@ -345,7 +360,7 @@ __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_co
         slot_tokens[slot] = t;
         s_tokens[m] = t;
         if constexpr (kRecordPlan) {
-          p.miss_src[bid * p.plan_stride + m] = host_locs[t];
+          p.miss_src[bid * p.plan_stride + m] = t < p.max_len ? host_locs[t] : -1;
           p.miss_dst[bid * p.plan_stride + m] = loc;
         }
       } else {
@@ -375,8 +390,10 @@ __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_co
 
   // 8. Copies: warp w moves misses w, w+kWarps, ... (host row of the token -> the victim's row).
   for (int m = warp; m < num_misses; m += kWarps) {
-    const int64_t src_row = host_locs[s_tokens[m]];
+    const int32_t t = s_tokens[m];
+    const int64_t src_row = t < p.max_len ? host_locs[t] : -1;
     const int32_t dst_row = slot_locs[s_lru_out[HOT - 1 - m]];
+    if (src_row < 0 || src_row >= p.host_rows || dst_row < 0 || dst_row >= p.device_rows) continue;  // warp-uniform
     copy_miss(row_ptr(p.host_cache, src_row, p.item_size_bytes),
               row_ptr(p.device_buffer, dst_row, p.item_size_bytes), p.item_size_bytes, lane);
   }
