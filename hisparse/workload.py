@@ -41,6 +41,7 @@ import torch
 
 from hisparse.config import PAGE_SIZE, UPSTREAM_SEQ_LEN, Case, pattern_geometry
 from hisparse.errors import ConfigError
+from hisparse.host_cache import HostCachePool, kv_shape
 from hisparse.state import MultiStepState, multi_step_sizes, new_multi_step_state
 from hisparse.trace import TraceParams, generate, sequence_stats
 
@@ -333,12 +334,18 @@ def fill_pattern(dst: torch.Tensor, rows: torch.Tensor, item_size_bytes: int,
             dst[at[lo:lo + step].to(device=dst.device, dtype=torch.int64)] = vals.to(dst.device)
 
 
-def _kv_shape(rows: int, item: int) -> tuple[tuple[int, int], torch.dtype]:
-    return ((rows, item // 8), torch.int64) if item % 8 == 0 else ((rows, item), torch.uint8)
+def _fill_host(dst: torch.Tensor, rows: torch.Tensor, item_size_bytes: int, device: torch.device) -> None:
+    fill_pattern(dst, rows, item_size_bytes, via=device)
 
 
-def make_workload(case: Case, device: torch.device | str) -> Workload:
-    """Build every tensor of ``case`` on ``device`` (host_cache pinned when it is CUDA)."""
+# Host caches of every case in this process (read-only for every swap: safe to share).
+HOST_POOL = HostCachePool(_fill_host)
+
+
+def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: int = 0) -> Workload:
+    """Build every tensor of ``case`` on ``device``. The host cache is a view of the process-wide
+    pinned pool (hisparse/host_cache.py), starting ``host_offset_rows`` rows in (timing rounds after the
+    first shift it to other physical pages; only offset 0 has the documented byte pattern)."""
     reason = case.problems()
     if reason is not None:
         raise ConfigError(f"{case.case_id}: cannot build its workload: {reason}")
@@ -389,10 +396,8 @@ def make_workload(case: Case, device: torch.device | str) -> Workload:
     tokens = torch.full((bs, hot + page), -1, dtype=torch.int32, device=dev)
     tokens[:, :hot] = torch.arange(hot, dtype=torch.int32, device=dev)
 
-    shape, dtype = _kv_shape(host_rows, case.item_size_bytes)
-    host_cache = torch.empty(shape, dtype=dtype, pin_memory=dev.type == "cuda")
-    fill_pattern(host_cache, torch.arange(host_rows), case.item_size_bytes, via=dev)
-    shape, dtype = _kv_shape(bs * stride, case.item_size_bytes)
+    host_cache = HOST_POOL.view(host_rows, case.item_size_bytes, dev, offset_rows=host_offset_rows)
+    shape, dtype = kv_shape(bs * stride, case.item_size_bytes)
     device_buffer = torch.zeros(shape, dtype=dtype, device=dev)
     fill_pattern(device_buffer, host_locs[:, :hot].reshape(-1), case.item_size_bytes, at=locs[:, :hot].reshape(-1))
 
@@ -418,5 +423,5 @@ def make_workload(case: Case, device: torch.device | str) -> Workload:
     return Workload(case, dev, buffers, schedule, fresh_start, fresh_count, cap)
 
 
-__all__ = ["SEQ_LEN", "TOKEN_SCALE", "SwapBuffers", "Workload", "WorkloadStats", "data_seed", "fill_pattern",
+__all__ = ["HOST_POOL", "SEQ_LEN", "TOKEN_SCALE", "SwapBuffers", "Workload", "WorkloadStats", "data_seed", "fill_pattern",
            "make_workload", "upstream_step_tokens"]
