@@ -382,6 +382,14 @@ def _record(out_dir: Path, commit: str, results_dir: Path, machine: str, repo: P
     return CommitOutcome(commit, "measured", None, tuple(run_files), tuple(asv_files))
 
 
+def record_run_dir(out_dir: str | os.PathLike, commit: str, results_dir: str | os.PathLike = "results",
+                   machine: str | None = None, repo: str | os.PathLike = ".", convert_asv: bool = True) -> CommitOutcome:
+    """Record run files measured elsewhere for ``commit`` as ``measure_commit`` records its own: for a
+    node without git, where scripts/run_trees.sh ran exported trees (full hash required)."""
+    full = git(repo, "rev-parse", "--verify", f"{commit}^{{commit}}").strip()
+    return _record(Path(out_dir), full, Path(results_dir), machine_name(machine), Path(repo), convert_asv)
+
+
 def measure_history(repo: str | os.PathLike, spec: str, *, results_dir: str | os.PathLike,
                     machine: str | None = None, config: str = "configs/ci.yaml", max_count: int | None = None,
                     runner: Runner | None = None, worktree_root: Path | None = None,

@@ -28,6 +28,7 @@ node_info() {
   nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem --format=csv
   python3 -c "import torch, tvm_ffi; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'tvm_ffi', tvm_ffi.__version__)"
   nvcc --version | tail -2
+  git --version || echo "no git on this node"
   python3 -m hisparse env
 }
 for s in "$@"; do
@@ -41,9 +42,14 @@ for s in "$@"; do
     sanitize) step sanitize bash scripts/gpu_sanitize.sh ;;
     bench:*) IFS=: read -r _ cfg flag <<< "$s"
              step "bench-$cfg" python3 -m hisparse run "configs/$cfg.yaml" ${flag:-} --out "$OUT" ;;
-    history:*) # the device copy has no .git: carry a bundle (git bundle create .bundle/main.bundle main)
+    history:*) # the device copy has no .git: carry a bundle (scripts/pack_history.sh N makes it, and
+             # the per-commit trees for a node without git: runs then go to history-trees/, recorded later)
              n=${s#history:}
-             step history bash -c "rm -rf /tmp/hs-repo && git clone -q .bundle/main.bundle /tmp/hs-repo && cd /tmp/hs-repo && python3 -m hisparse history HEAD~$n..HEAD --results $OUT/history-results --machine \${HISPARSE_MACHINE:-h200-sxm} --python python3" ;;
+             if command -v git >/dev/null; then
+               step history bash -c "rm -rf /tmp/hs-repo && git clone -q .bundle/main.bundle /tmp/hs-repo && cd /tmp/hs-repo && python3 -m hisparse history HEAD~$n..HEAD --results $OUT/history-results --machine \${HISPARSE_MACHINE:-h200-sxm} --python python3"
+             else
+               step history-trees bash scripts/run_trees.sh .bundle/trees "$OUT/history-trees"
+             fi ;;
     cache) step cache tar czf "$OUT/jit-cache.tgz" -C "$HISPARSE_CACHE_DIR/.." "$(basename "$HISPARSE_CACHE_DIR")" ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -185,3 +186,33 @@ def test_scan_runs_skips_unknown_schema(tmp_path):
     assert runs == [] and len(skipped) == 2
     assert any("schema_version" in reason for _, reason in skipped)
 
+
+
+def test_exported_trees_run_without_git_and_are_recorded_under_their_commit(repo, tmp_path):
+    """A node without git: scripts/run_trees.sh runs `git archive` trees (HISPARSE_GIT_COMMIT says
+    which commit), then record_run_dir files the runs as `history` would."""
+    r, (_, c2, c3) = repo
+    trees, out, results = tmp_path / "trees", tmp_path / "out", tmp_path / "results"
+    trees.mkdir()
+    for c in (c2, c3):
+        _git(r, "archive", "--format=tar", "-o", str(trees / f"{c}.tar"), c)
+    # The fake harness asks git for HEAD; a tree has no .git, so it must use HISPARSE_GIT_COMMIT.
+    main_py = FAKE_MAIN.replace(
+        'commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()',
+        'import os; commit = os.environ["HISPARSE_GIT_COMMIT"]')
+    for c in (c2, c3):
+        with_main = tmp_path / "patch"
+        shutil.rmtree(with_main, ignore_errors=True)
+        (with_main / "hisparse").mkdir(parents=True)
+        (with_main / "hisparse" / "__main__.py").write_text(main_py)
+        subprocess.run(["tar", "rf", str(trees / f"{c}.tar"), "-C", str(with_main), "hisparse/__main__.py"], check=True)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "run_trees.sh"
+    env = {**os.environ, "SITE": "", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", str(script), str(trees), str(out)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for c, level in ((c2, 100.0), (c3, 120.0)):
+        o = hist.record_run_dir(out / c, c[:10], results, MACHINE, repo=r)
+        assert o.status == "measured" and o.commit == c
+        assert hist.is_measured(results, MACHINE, c)
+    runs, _ = hist.scan_runs(results)
+    assert {run.commit: run.cases[0]["samples_us"][0] for run in runs} == {c2: 100.0, c3: 120.0}
