@@ -68,6 +68,7 @@ class TimingSettings:
     replays: int = 10
     l2_flush: bool = True
     check_calls: int = 2
+    rounds: int = 1  # timing rounds per case, each on a freshly built workload (measure.run_case)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -187,6 +188,7 @@ _TIMING_SPEC: dict[str, ParamSpec] = {
     "replays": ParamSpec(int, 10, lo=10, hi=100_000),
     "l2_flush": ParamSpec(bool, True),
     "check_calls": ParamSpec(int, 2, lo=0, hi=100_000),
+    "rounds": ParamSpec(int, 1, lo=1, hi=20),
 }
 
 

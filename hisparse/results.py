@@ -171,7 +171,9 @@ class RunRecord:
 # entry; every version keeps a golden file in tests/data/results_v<N>.json that must load forever):
 #   1 (2026-11): first version, docs/results-format.md. Extra keys a reader does not know are
 #     ignored ("timing.method", "timing.warmup_us", "config.filters", "config.pruned",
-#     "floors.note" are such additions written by this engine).
+#     "floors.note" are such additions written by this engine). Later v1 additions:
+#     "timing.rounds" + "timing.samples_per_round" (samples_us = every round's replays in round
+#     order; a v1 reader that ignores them still reads valid samples; absent: one round).
 #
 # _UPGRADES[v] turns a version-v dict into a version-(v+1) dict; load applies them in order.
 

@@ -52,8 +52,27 @@ def test_upstream_geometry_is_the_reference_benchmark():
 def test_timing_defaults_and_replays_floor():
     t = TimingSettings()
     assert (t.warmup_calls, t.calls_per_graph, t.replays, t.l2_flush, t.check_calls) == (5, 100, 10, True, 2)
+    assert t.rounds == 1 and t.to_dict()["rounds"] == 1
     with pytest.raises(ConfigError, match=r"timing\.replays.*\[10, "):
         TimingSettings(replays=9)
+
+
+@pytest.mark.parametrize("bad, shown", [("0", "int 0"), ("21", "int 21"), ("x", "str 'x'"),
+                                        ("true", "bool True"), ("2.5", "float 2.5")])
+def test_bad_timing_rounds_names_the_key_and_range(tmp_path, bad, shown):
+    msg, p = config_error(tmp_path, f"timing: {{rounds: {bad}}}\n")
+    assert msg.startswith(f"{p}: timing.rounds: ") and shown in msg
+    assert msg.endswith("an integer in [1, 20]") or msg.endswith(f"an integer in [1, 20], got {shown}")
+    with pytest.raises(ConfigError, match=r"timing\.rounds.*\[1, 20\]"):
+        TimingSettings(rounds=0)
+
+
+def test_timing_rounds_is_read_and_changes_the_hash(tmp_path):
+    one = load_config(write(tmp_path, "timing: {rounds: 1}\n", "one.yaml"))
+    three = load_config(write(tmp_path, "timing: {rounds: 3}\n", "three.yaml"))
+    assert one.timing.rounds == 1 and three.timing.rounds == 3
+    assert all(c.timing.rounds == 3 for c in three.expand())
+    assert one.config_hash != three.config_hash  # a different measurement, not resumable into
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,8 +420,9 @@ def test_shipped_configs():
     ci = load_config("ci")
     assert ci.track is True
     assert 12 <= len(ci.expand()) <= 20
+    assert ci.timing.rounds == 3 and load_config("default").timing.rounds == 3
     small = load_config("cpu-small")
-    assert small.timing.calls_per_graph == 2
+    assert small.timing.calls_per_graph == 2 and small.timing.rounds == 1
     assert all(c.top_k == 64 and c.hot_buffer_size == 256 and 1 <= c.batch <= 4 for c in small.expand())
     up = load_config("upstream")
     cases = up.expand()
