@@ -324,7 +324,9 @@ def measure_commit(repo: str | os.PathLike, commit: str, *, results_dir: str | o
             check_harness(tree, config)
         except HarnessUnavailable as e:
             return CommitOutcome(commit, "skipped", str(e))
-        env = {**os.environ, "HISPARSE_MACHINE": machine,
+        # The tree's own git says which commit it is: an inherited HISPARSE_GIT_COMMIT would override it.
+        inherited = {k: v for k, v in os.environ.items() if k not in ("HISPARSE_GIT_COMMIT", "HISPARSE_GIT_DIRTY")}
+        env = {**inherited, "HISPARSE_MACHINE": machine,
                "PYTHONPATH": os.pathsep.join([str(tree)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
         with tempfile.TemporaryDirectory(prefix="hisparse-history-") as tmp:
             out_dir = Path(tmp)

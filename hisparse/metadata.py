@@ -71,15 +71,19 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
 
 
 def git_info(root: Path | None = None) -> tuple[str | None, bool | None]:
-    """(HEAD commit, dirty flag) of the source checkout; (None, None) outside a git checkout."""
+    """(HEAD commit, dirty flag) of the source checkout; (None, None) outside a git checkout.
+
+    ``HISPARSE_GIT_COMMIT`` (and ``HISPARSE_GIT_DIRTY`` = 0/1), when set, win over git: whoever copied
+    a tree to a GPU node knows which commit it is, while the copy may have no .git or, as on our
+    device tool, a stale one (the session's first commit under a newer working tree: it would record
+    the wrong commit and "dirty")."""
+    given = os.environ.get("HISPARSE_GIT_COMMIT")
+    if given:
+        dirty = os.environ.get("HISPARSE_GIT_DIRTY")
+        return given, (dirty == "1") if dirty in ("0", "1") else None
     root = root or env.REPO_ROOT
     commit = _run(["git", "rev-parse", "HEAD"], cwd=root) if root is not None else None
     if commit is None:
-        # A tree copied to an offline GPU node has no .git: whoever copied it says which commit it is.
-        given = os.environ.get("HISPARSE_GIT_COMMIT")
-        if given:
-            dirty = os.environ.get("HISPARSE_GIT_DIRTY")
-            return given, (dirty == "1") if dirty in ("0", "1") else None
         return None, None
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
     return commit, (bool(status) if status is not None else None)

@@ -218,3 +218,28 @@ def test_make_run_id():
     rid = results.make_run_id(datetime(2026, 11, 29, 20, 15, 0), "1a2b3c4d5e6f7890", "my config")
     assert rid == "20261129-201500_1a2b3c4d5e6f_my-config"
     assert results.make_run_id(datetime(2026, 1, 1), None, "x").endswith("_nogit_x")
+
+
+def test_an_explicit_commit_wins_over_the_checkouts_git(tmp_path, monkeypatch):
+    """A tree copied to a GPU node may carry a stale .git: HISPARSE_GIT_COMMIT names the real commit."""
+    import os
+    import subprocess
+
+    from hisparse import metadata
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "c"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env={**os.environ, **env})
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    monkeypatch.delenv("HISPARSE_GIT_COMMIT", raising=False)
+    monkeypatch.delenv("HISPARSE_GIT_DIRTY", raising=False)
+    assert metadata.git_info(repo) == (head, False)
+    monkeypatch.setenv("HISPARSE_GIT_COMMIT", "9" * 40)
+    monkeypatch.setenv("HISPARSE_GIT_DIRTY", "0")
+    assert metadata.git_info(repo) == ("9" * 40, False)
+    monkeypatch.setenv("HISPARSE_GIT_DIRTY", "maybe")
+    assert metadata.git_info(repo) == ("9" * 40, None)
+    monkeypatch.delenv("HISPARSE_GIT_COMMIT")
+    assert metadata.git_info(tmp_path / "nowhere") == (None, None)
