@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from hisparse.errors import InputError
+from _graphs import capture_allocation
 
 pytestmark = [
     pytest.mark.gpu,
@@ -201,11 +202,8 @@ def test_cuda_graph_replay_matches_eager():
     torch.cuda.synchronize()
     eager = kw["device_buffer"].clone()
     kw["device_buffer"].copy_(initial)
-    g = torch.cuda.CUDAGraph()
-    allocated = torch.cuda.memory_allocated()
-    with torch.cuda.graph(g):
-        copy_planned(**kw)
-    assert torch.cuda.memory_allocated() == allocated, "the captured copy allocated device memory"
+    allocated, g = capture_allocation(lambda: copy_planned(**kw))
+    assert allocated == 0, f"the captured copy allocated {allocated} B of device memory"
     for _ in range(2):
         kw["device_buffer"].copy_(initial)
         g.replay()

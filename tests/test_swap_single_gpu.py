@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from hisparse.errors import InputError
+from _graphs import capture_allocation
 
 pytestmark = [
     pytest.mark.gpu,
@@ -623,12 +624,6 @@ def test_consecutive_calls_stay_bit_exact():
 # CUDA graphs: capture + replay gives the eager result; nothing is allocated per call.
 
 
-def _capture(fn) -> torch.cuda.CUDAGraph:
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):  # torch captures on its own side stream: the kernel must launch on it
-        fn()
-    torch.cuda.synchronize()
-    return g
 
 
 @pytest.mark.parametrize("record_plan", [False, True])
@@ -658,13 +653,8 @@ def test_cuda_graph_capture_and_replay_match_eager(record_plan):
         graph_kw["top_k_tokens"].copy_(top_k_2)
         kernel(**graph_kw)
 
-    # The first capture in a process allocates torch's own graph RNG state (two 512 B blocks, seen on
-    # the H200 as +1024 B in the first parametrisation only): capture an empty graph first so the
-    # comparison below sees only what the swap itself allocates.
-    _capture(lambda: None)
-    allocated = torch.cuda.memory_allocated()
-    g = _capture(two_calls)
-    assert torch.cuda.memory_allocated() == allocated, "the captured swap allocated device memory"
+    allocated, g = capture_allocation(two_calls)
+    assert allocated == 0, f"the captured swap allocated {allocated} B of device memory"
     for replay in range(3):
         for n, v in initial.items():  # restore the initial state in place (the graph holds these addresses)
             graph_kw[n].copy_(v)
