@@ -95,11 +95,15 @@ def test_compare_exits_1_on_regression(first_run, tmp_path):
     _, files = first_run
     data = json.loads(files[0].read_text())
     slow = data["cases"][0]
+    # CPU timings of a loaded machine can spread past 1.5x, so the slowed case gets fixed samples:
+    # complete separation (p = 2/C(20,10)); identical samples elsewhere.
+    slow["samples_us"] = [100.0 + i for i in range(10)]
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(data))
     slow["samples_us"] = [x * 1.5 for x in slow["samples_us"]]
     b = tmp_path / "b.json"
     b.write_text(json.dumps(data))
-    # identical samples elsewhere; the slowed case has complete separation (p = 2/C(20,10))
-    result = CliRunner().invoke(main, ["compare", str(files[0]), str(b)])
+    result = CliRunner().invoke(main, ["compare", str(a), str(b)])
     assert result.exit_code == 1, result.output
     assert "REGRESSION: 1 case(s)" in result.output and slow["case_id"] in result.output
 
