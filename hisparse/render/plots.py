@@ -84,16 +84,33 @@ def _log2_axis(ax, xs: set) -> None:
 
 
 def _figure(plt, n: int):
-    fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.2), squeeze=False)
-    return fig, axes[0]
+    """Panels stacked vertically: each legend sits to the right of its own panel."""
+    fig, axes = plt.subplots(n, 1, figsize=(7.0, 3.9 * n), squeeze=False)
+    fig.subplots_adjust(hspace=0.35)  # room for the upper panel's x label under it
+    return fig, axes[:, 0]
+
+
+def _legend(ax) -> None:
+    """Beside the panel, not over the data (a sweep can have a dozen series per panel)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
 def _save(fig, path: Path, title: str) -> Path:
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # grows the canvas to hold the outside legends
     return path
+
+
+def _drawable(panels: dict[str, dict[str, list]], keep: Callable[[list], bool]) -> dict[str, dict[str, list]]:
+    """The panels and series worth drawing: ``keep(points)`` per series; panels left empty are dropped."""
+    out = {}
+    for workload, series in panels.items():
+        kept = {label: pts for label, pts in series.items() if keep(pts)}
+        if kept:
+            out[workload] = kept
+    return out
 
 
 def _backend_note(run: RunRecord) -> str:
@@ -102,18 +119,20 @@ def _backend_note(run: RunRecord) -> str:
 
 def _line_plot(run: RunRecord, path: Path, x_key: str, y_of: Callable[[CaseResult], float | None], *,
                ylabel: str, title: str, cases: list[CaseResult] | None = None, logx: bool = True,
-               hline: float | None = None, errors: bool = False, min_points: int = 1) -> Path | None:
+               hline: float | None = None, errors: bool = False, min_points: int = 2) -> Path | None:
+    """One panel per workload, one line per series. A series with fewer than ``min_points`` points
+    on the x axis (e.g. a batch-64-only slice in a plot vs batch) is not a trend and is left out."""
     cases = _ok(run) if cases is None else cases
-    panels = _grouped(cases, x_key)
-    drawn = 0
+    panels = _drawable(_grouped(cases, x_key),
+                       lambda points: sum(y_of(c) is not None for _, c in points) >= min_points)
+    if not panels:
+        return None
     plt = _pyplot()
-    fig, axes = _figure(plt, max(len(panels), 1))
+    fig, axes = _figure(plt, len(panels))
     try:
         for ax, (workload, series) in zip(axes, panels.items()):
             for label, points in series.items():
                 pts = [(x, y_of(c), c) for x, c in points if y_of(c) is not None]
-                if len(pts) < min_points:
-                    continue
                 xs, ys = [p[0] for p in pts], [p[1] for p in pts]
                 if errors:
                     lo = [y - p[2].stats["q1_us"] for y, p in zip(ys, pts)]
@@ -121,7 +140,6 @@ def _line_plot(run: RunRecord, path: Path, x_key: str, y_of: Callable[[CaseResul
                     ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label)
                 else:
                     ax.plot(xs, ys, marker="o", label=label)
-                drawn += 1
             xs_all = {x for pts in series.values() for x, _ in pts if x}
             if logx and xs_all:
                 _log2_axis(ax, xs_all)
@@ -131,10 +149,7 @@ def _line_plot(run: RunRecord, path: Path, x_key: str, y_of: Callable[[CaseResul
             ax.set_xlabel(x_key)
             ax.set_ylabel(ylabel)
             ax.grid(True, alpha=0.3)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=7)
-        if drawn == 0:
-            return None
+            _legend(ax)
         return _save(fig, path, title + _backend_note(run))
     finally:
         plt.close(fig)
@@ -154,11 +169,11 @@ def speedup_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
 
 def floor_fraction(run: RunRecord, out_dir: Path) -> Path | None:
     """% of floor reached = floor / time * 100 (100% = as fast as the floor)."""
+    panels = _drawable(_grouped(_ok(run), "batch"), lambda points: len(points) >= 2)  # trends only
+    if not panels:
+        return None
     plt = _pyplot()
-    cases = _ok(run)
-    panels = _grouped(cases, "batch")
-    fig, axes = _figure(plt, max(len(panels), 1))
-    drawn = 0
+    fig, axes = _figure(plt, len(panels))
     try:
         for ax, (workload, series) in zip(axes, panels.items()):
             for label, points in series.items():
@@ -170,7 +185,6 @@ def floor_fraction(run: RunRecord, out_dir: Path) -> Path | None:
                         (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", color=color,
                                           label=f"{label} ({key.split('_')[0]})")
                         color = line.get_color()
-                        drawn += 1
             xs_all = {x for pts in series.values() for x, _ in pts if x}
             if xs_all:
                 _log2_axis(ax, xs_all)
@@ -179,10 +193,7 @@ def floor_fraction(run: RunRecord, out_dir: Path) -> Path | None:
             ax.set_xlabel("batch")
             ax.set_ylabel("% of floor (floor time / time)")
             ax.grid(True, alpha=0.3)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=7)
-        if drawn == 0:
-            return None
+            _legend(ax)
         return _save(fig, out_dir / "floor_fraction.png", "Fraction of the floors reached" + _backend_note(run))
     finally:
         plt.close(fig)
@@ -208,8 +219,7 @@ def hot_buffer_effect(run: RunRecord, out_dir: Path) -> Path | None:
     if len({c.params.get("hot_buffer_size") for c in cases}) < 2:
         return None
     return _line_plot(run, out_dir / "hot_buffer_size.png", "hot_buffer_size", lambda c: c.stats["median_us"],
-                      ylabel="median time per call (us)", title="hot_buffer_size effect", errors=True,
-                      min_points=2)
+                      ylabel="median time per call (us)", title="hot_buffer_size effect", errors=True)
 
 
 PLOTS = (latency_vs_batch, speedup_vs_batch, floor_fraction, pdl_effect, hot_buffer_effect)
