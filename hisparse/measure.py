@@ -84,8 +84,27 @@ def round_host_offset_rows(case: Any, round_index: int) -> int:
     return round_index * per_round
 
 
+def placement(workload: Any) -> dict:
+    """Where a round's buffers landed (virtual addresses, hex), recorded per round so a re-analysis can
+    tell whether rounds really measured different placements."""
+    buffers = getattr(workload, "buffers", None)
+    return {name: hex(t.data_ptr()) for name in ("host_cache", "device_buffer")
+            if (t := getattr(buffers, name, None)) is not None and hasattr(t, "data_ptr")}
+
+
+def _spacer(backend: Any, round_index: int) -> Any:
+    """A device allocation of round_index x (2 MiB + 64 KiB) held while round ``round_index`` is built:
+    freed blocks would otherwise be handed back at the very same addresses, so every round would
+    measure the same device placement."""
+    if round_index == 0 or not str(backend.device).startswith("cuda"):
+        return None
+    import torch  # noqa: PLC0415
+
+    return torch.empty(round_index * ((2 << 20) + (64 << 10)), dtype=torch.uint8, device=backend.device)
+
+
 def _time_fresh_round(case: Any, backend: Any, make_workload: Callable[..., Any], settings: timing.Settings,
-                      round_index: int) -> timing.Measurement:
+                      round_index: int) -> tuple[timing.Measurement, dict]:
     """One more timing round of ``case`` on a fresh workload (the caller has released the previous
     round's): new device allocations, host rows shifted in the pinned pool. Same seed, same schedule
     and rows: no checks, no recorded calls, no floor.
@@ -95,10 +114,12 @@ def _time_fresh_round(case: Any, backend: Any, make_workload: Callable[..., Any]
     while each run's own samples stayed within 2%. Other placements per round put that spread inside
     the pooled samples, where the median averages over it. (Device buffers are new tensors after
     ``_release``; whether the CUDA driver then maps other physical memory is not checked here.)"""
+    spacer = _spacer(backend, round_index)  # noqa: F841 (held until the round is timed)
     workload = make_workload(case, backend.device, host_offset_rows=round_host_offset_rows(case, round_index))
     bound = implementations.bind(case.implementation, backend, workload, pdl=case.pdl)
     workload.reset()
-    return timing.time_calls(bound.call, reset=workload.reset, settings=settings, device=backend.device)
+    measured = timing.time_calls(bound.call, reset=workload.reset, settings=settings, device=backend.device)
+    return measured, placement(workload)
 
 
 def run_case(
@@ -140,13 +161,16 @@ def run_case(
         workload.reset()
         rounds = [timing.time_calls(bound.call, reset=workload.reset, settings=settings,
                                     device=backend.device)]
+        placements = [placement(workload)]
         gather = floors_mod.measure_gather_floor(backend, records, settings, int(case.item_size_bytes))
 
         for r in range(1, int(case.timing.rounds)):
             where = f"round {r}: "
             workload = bound = records = None  # one round's tensors alive at a time (records hold buffers)
             _release(backend.device)
-            rounds.append(_time_fresh_round(case, backend, make_workload, settings, r))
+            measured, where_placed = _time_fresh_round(case, backend, make_workload, settings, r)
+            rounds.append(measured)
+            placements.append(where_placed)
     except Exception as e:  # noqa: BLE001 (every failure of one case is recorded, the sweep goes on)
         return failed(f"{where}{type(e).__name__}: {e}")
     finally:
@@ -158,7 +182,7 @@ def run_case(
     floor = floors_mod.floor_dict(work, gather, floors)
     return CaseResult(
         case_id=case.case_id, params=params, status="ok", reason=None,
-        timing=measurement.timing_dict(), samples_us=measurement.samples_us, stats=summary.to_dict(),
+        timing={**measurement.timing_dict(), "placements": placements}, samples_us=measurement.samples_us, stats=summary.to_dict(),
         work=work.to_dict(), floor=floor, derived=floors_mod.derived_dict(summary.median, work, floor),
         clocks=measurement.clocks.to_dict(), wall_s=time.perf_counter() - t0,
     )

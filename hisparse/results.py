@@ -173,7 +173,8 @@ class RunRecord:
 #     ignored ("timing.method", "timing.warmup_us", "config.filters", "config.pruned",
 #     "floors.note" are such additions written by this engine). Later v1 additions:
 #     "timing.rounds" + "timing.samples_per_round" (samples_us = every round's replays in round
-#     order; a v1 reader that ignores them still reads valid samples; absent: one round).
+#     order; a v1 reader that ignores them still reads valid samples; absent: one round);
+#     "timing.placements" (per round: hex addresses of host_cache and device_buffer).
 #
 # _UPGRADES[v] turns a version-v dict into a version-(v+1) dict; load applies them in order.
 

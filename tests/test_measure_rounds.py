@@ -149,3 +149,16 @@ def test_pool_concatenates_rounds_in_order():
         timing.pool([m((1.0,), (), ()), m((1.0, 2.0), (), ())])
     with pytest.raises(ValueError):
         timing.pool([])
+
+
+def test_each_round_records_where_its_buffers_landed():
+    """Round r's host rows start r x (2 MiB + 4 KiB) further into the shared pool: the recorded
+    host_cache addresses say so; device_buffer addresses are recorded for every round too."""
+    case = _case(3)
+    r = measure.run_case(case, get_backend("reference"), floors=NOT_APPLICABLE)
+    assert r.ok, r.reason
+    places = r.timing["placements"]
+    assert len(places) == 3 and all(set(p) == {"host_cache", "device_buffer"} for p in places)
+    host = [int(p["host_cache"], 16) for p in places]
+    step = measure.round_host_offset_rows(case, 1) * case.item_size_bytes
+    assert [h - host[0] for h in host] == [0, step, 2 * step]
