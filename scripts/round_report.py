@@ -1,0 +1,48 @@
+"""Per-round medians of the same cases across several run files: is a case's variance within one
+run (between its timing rounds) or between runs (per process)?
+
+    python scripts/round_report.py RUN.json RUN.json ...
+
+Per case: each run's round medians (us), then the spread of the round medians within runs (max/min
+- 1, worst run) and between runs (max/min of the run medians - 1). Between >> within means a
+per-process effect that more rounds inside one process cannot average out.
+"""
+from __future__ import annotations
+
+import json
+import statistics as st
+import sys
+
+
+def round_medians(case: dict) -> list[float]:
+    samples = case["samples_us"]
+    counts = case.get("timing", {}).get("samples_per_round") or [len(samples)]
+    out, at = [], 0
+    for n in counts:
+        out.append(st.median(samples[at:at + n]))
+        at += n
+    return out
+
+
+def main(paths: list[str]) -> int:
+    runs = [json.load(open(p, encoding="utf-8")) for p in paths]
+    ids = [c["case_id"] for c in runs[0]["cases"] if c.get("status") == "ok"]
+    print(f"{'case':<52} {'within':>7} {'between':>8}  round medians per run (us)")
+    for cid in ids:
+        per_run = []
+        for run in runs:
+            case = next((c for c in run["cases"] if c["case_id"] == cid and c.get("status") == "ok"), None)
+            if case is not None:
+                per_run.append((round_medians(case), st.median(case["samples_us"])))
+        if not per_run:
+            continue
+        within = max(max(r) / min(r) - 1 for r, _ in per_run)
+        meds = [m for _, m in per_run]
+        between = max(meds) / min(meds) - 1
+        rounds = " | ".join(" ".join(f"{x:.1f}" for x in r) for r, _ in per_run)
+        print(f"{cid:<52} {within * 100:6.1f}% {between * 100:7.1f}%  {rounds}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
