@@ -92,19 +92,19 @@ def placement(workload: Any) -> dict:
             if (t := getattr(buffers, name, None)) is not None and hasattr(t, "data_ptr")}
 
 
-def _spacer(backend: Any, round_index: int) -> Any:
-    """A device allocation of round_index x (2 MiB + 64 KiB) held while round ``round_index`` is built:
-    freed blocks would otherwise be handed back at the very same addresses, so every round would
-    measure the same device placement."""
-    if round_index == 0 or not str(backend.device).startswith("cuda"):
-        return None
-    import torch  # noqa: PLC0415
+def _device_buffer(workload: Any) -> Any:
+    """The round's device KV buffer, kept alive while later rounds of the case are built and timed.
 
-    return torch.empty(round_index * ((2 << 20) + (64 << 10)), dtype=torch.uint8, device=backend.device)
+    Freed and re-allocated, it came back at the very same address in every round on the H200
+    (timing.placements of configs/stability.yaml, 2026-11-29: a 2 MiB spacer allocation did not move
+    it), so rounds measured one device placement per process, and the run-to-run shift that rounds
+    are meant to average stayed between processes. Holding it costs one device buffer per extra
+    round (2.6 GB at the default config's largest case)."""
+    return getattr(getattr(workload, "buffers", None), "device_buffer", None)
 
 
 def _time_fresh_round(case: Any, backend: Any, make_workload: Callable[..., Any], settings: timing.Settings,
-                      round_index: int) -> tuple[timing.Measurement, dict]:
+                      round_index: int, held: list) -> tuple[timing.Measurement, dict]:
     """One more timing round of ``case`` on a fresh workload (the caller has released the previous
     round's): new device allocations, host rows shifted in the pinned pool. Same seed, same schedule
     and rows: no checks, no recorded calls, no floor.
@@ -112,13 +112,13 @@ def _time_fresh_round(case: Any, backend: Any, make_workload: Callable[..., Any]
     Why: a case's time can depend on where its buffers land physically (pinned host / device
     addresses -> L2 slices), fixed within one allocation: on an H200 two runs moved a median 4.5-9%
     while each run's own samples stayed within 2%. Other placements per round put that spread inside
-    the pooled samples, where the median averages over it. (Device buffers are new tensors after
-    ``_release``; whether the CUDA driver then maps other physical memory is not checked here.)"""
-    spacer = _spacer(backend, round_index)  # noqa: F841 (held until the round is timed)
+    the pooled samples, where the median averages over it. Each round's device buffer joins ``held``
+    so the next round's cannot reuse its address (``_device_buffer``)."""
     workload = make_workload(case, backend.device, host_offset_rows=round_host_offset_rows(case, round_index))
     bound = implementations.bind(case.implementation, backend, workload, pdl=case.pdl)
     workload.reset()
     measured = timing.time_calls(bound.call, reset=workload.reset, settings=settings, device=backend.device)
+    held.append(_device_buffer(workload))
     return measured, placement(workload)
 
 
@@ -138,6 +138,7 @@ def run_case(
     settings = timing.Settings.of(case.timing)
     make_workload = make_workload or _default_make_workload
     workload = bound = records = None
+    held: list = []  # earlier rounds' device buffers (see _device_buffer)
     where = ""  # "round N: " in a failure reason from a round after the first
 
     def failed(reason: str) -> CaseResult:
@@ -166,15 +167,18 @@ def run_case(
 
         for r in range(1, int(case.timing.rounds)):
             where = f"round {r}: "
+            if r == 1:
+                held.append(_device_buffer(workload))  # its address stays taken: the next round lands elsewhere
             workload = bound = records = None  # one round's tensors alive at a time (records hold buffers)
             _release(backend.device)
-            measured, where_placed = _time_fresh_round(case, backend, make_workload, settings, r)
+            measured, where_placed = _time_fresh_round(case, backend, make_workload, settings, r, held)
             rounds.append(measured)
             placements.append(where_placed)
     except Exception as e:  # noqa: BLE001 (every failure of one case is recorded, the sweep goes on)
         return failed(f"{where}{type(e).__name__}: {e}")
     finally:
         workload = bound = records = None  # drop the case's tensors before the next case allocates
+        held.clear()
         _release(backend.device)
 
     measurement = timing.pool(rounds)

@@ -28,7 +28,7 @@ class _CountingMake:
     buffer, records what it was asked for and built, and (optionally) fails on one call."""
 
     def __init__(self, fail_on=None):
-        self.workloads, self.device_rows, self.alive_at_build = [], [], []
+        self.workloads, self.device_rows, self.alive_at_build, self.buffers_at_build = [], [], [], []
         self.offsets, self.schedules, self.host_first_words = [], [], []
         self.fail_on = fail_on
 
@@ -38,7 +38,8 @@ class _CountingMake:
 
     def __call__(self, case, device, **kw):
         gc.collect()
-        self.alive_at_build.append(sum(ref() is not None for ref in self.workloads + self.device_rows))
+        self.alive_at_build.append(sum(ref() is not None for ref in self.workloads))
+        self.buffers_at_build.append(sum(ref() is not None for ref in self.device_rows))
         if self.fail_on == self.calls - 1:
             raise RuntimeError("out of memory (stand-in)")
         self.offsets.append(kw.get("host_offset_rows", 0))
@@ -80,8 +81,12 @@ def test_three_rounds_pool_samples_and_check_once(counted_calls):
     assert len(r.timing["warmup_us"]) == 3 * TINY_TIMING["warmup_calls"]
     assert r.stats == summary(r.samples_us).to_dict()  # statistics over the pooled samples
     assert r.floor["gather_floor_us"] > 0 and len(r.floor["gather_samples_us"]) == 10  # measured once
-    # One round's workload alive at a time: when a round builds, the previous one is gone.
+    # One round's workload alive at a time: when a round builds, the previous one is gone; only the
+    # earlier rounds' device buffers stay (their addresses taken), and all are released at the end.
     assert make.alive_at_build == [0, 0, 0]
+    assert make.buffers_at_build == [0, 1, 2]
+    gc.collect()
+    assert not any(ref() is not None for ref in make.workloads + make.device_rows)
     # Same seed: the same schedule each round; the host rows are read from further into the pool.
     assert all(torch.equal(s, make.schedules[0]) for s in make.schedules)
     shift = measure.round_host_offset_rows(_case(3), 1)
