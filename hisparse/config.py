@@ -322,8 +322,13 @@ class Case:
         """The same case run by the sequential-LRU baseline (pdl off)."""
         return replace(self, implementation=BASELINE_IMPLEMENTATION, pdl=False, shared_layers=None)
 
-    def baseline_id(self) -> str:
-        """Id of the case the speedup is measured against (``derived.speedup_vs_lru_sequential``)."""
+    def baseline_id(self) -> str | None:
+        """Id of the case the speedup is measured against (``derived.speedup_vs_lru_sequential``), or
+        None when there is no like-for-like one: ``multi_step_planned`` swaps one layer and copies into
+        ``shared_layers`` more, while the sequential-LRU case swaps one layer only (its ratio would be
+        below 1 by construction, as the first H200 tables showed)."""
+        if self.is_planned:
+            return None
         return self.baseline().case_id
 
     def with_(self, **changes: Any) -> "Case":
@@ -415,6 +420,14 @@ class Pruned:
     @property
     def case_id(self) -> str:
         return format_case_id(self.params)
+
+
+def baseline_id_of(params: dict) -> str | None:
+    """``Case.baseline_id`` of a result's params; None for params this version cannot read."""
+    try:
+        return Case.from_dict(params).baseline_id()
+    except Exception:  # noqa: BLE001 (params of an older config version: no speedup, not an error)
+        return None
 
 
 def prune_reason(params: Mapping[str, Any], timing: TimingSettings | None = None) -> str | None:

@@ -197,12 +197,9 @@ def run_case(
 
 
 def _baseline_id(params: dict) -> str | None:
-    from hisparse.config import Case  # noqa: PLC0415
+    from hisparse.config import baseline_id_of  # noqa: PLC0415
 
-    try:
-        return Case.from_dict(params).baseline_id()
-    except Exception:  # noqa: BLE001 (params of an older config version: no speedup, not an error)
-        return None
+    return baseline_id_of(params)
 
 
 def link_speedups(record: RunRecord, baseline_of: Callable[[dict], str | None] = _baseline_id) -> RunRecord:
