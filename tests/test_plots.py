@@ -65,3 +65,20 @@ def test_figures_without_data_are_skipped(tmp_path):
 def test_run_without_timed_cases_gives_no_figures(tmp_path):
     run = _run([CaseResult.failed("x", {"implementation": "multi_step"}, "boom")])
     assert plots.plot_run(run, tmp_path) == []
+
+
+def test_planned_copy_has_no_speedup_even_when_an_older_file_carries_one(tmp_path):
+    """multi_step_planned swaps one layer and copies into shared_layers more: no like-for-like LRU
+    case, so neither the table nor the speedup figure shows the ratio an older engine stored."""
+    from dataclasses import replace
+
+    from hisparse.render.text import run_table
+
+    planned = [_case("multi_step_planned", "upstream", b, True, base=300) for b in (1, 8)]
+    planned = [replace(c, params={**c.params, "shared_layers": 3}) for c in planned]
+    run = _run([_case("lru_sequential", "upstream", b, False) for b in (1, 8)] + planned)
+    rows = [line for line in run_table(run).splitlines() if "multi_step_planned" in line]
+    assert len(rows) == 2 and all("1.50x" not in r for r in rows)
+    assert plots.speedup_vs_batch(run, tmp_path) is None  # only planned cases: nothing to draw
+    with_multi = _run(list(run.cases) + [_case("multi_step", "upstream", b, True) for b in (1, 8)])
+    assert plots.speedup_vs_batch(with_multi, tmp_path).read_bytes().startswith(PNG_MAGIC)
