@@ -11,6 +11,7 @@ import click
 # and a missing optional piece (e.g. matplotlib for plot) breaks only its own command.
 _COMMANDS = (
     ("run", "run", "run"),
+    ("retime", "retime", "retime"),
     ("list", "listing", "list_cases"),
     ("build", "build", "build"),
     ("compare", "compare", "compare"),

@@ -174,7 +174,8 @@ class RunRecord:
 #     "floors.note" are such additions written by this engine). Later v1 additions:
 #     "timing.rounds" + "timing.samples_per_round" (samples_us = every round's replays in round
 #     order; a v1 reader that ignores them still reads valid samples; absent: one round);
-#     "timing.placements" (per round: hex addresses of host_cache and device_buffer).
+#     "timing.placements" (per round: hex addresses of host_cache and device_buffer);
+#     "timing.processes" + "timing.samples_per_process" + "timing.retime_errors" (hisparse/repeat.py).
 #
 # _UPGRADES[v] turns a version-v dict into a version-(v+1) dict; load applies them in order.
 

@@ -35,9 +35,12 @@ def _out_path(out: str | None, run_id: str) -> Path:
 @click.option("--backend", "backend_name", type=click.Choice(["auto", "cuda", "reference"]), default="auto",
               show_default=True, help="auto = cuda when a GPU is visible, else the PyTorch reference on the CPU.")
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Write PNG figures next to the run file.")
+@click.option("--processes", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Then time every case again in N-1 fresh processes (`hisparse-bench retime`), samples pooled: "
+                   "for effects fixed per process that rounds cannot average.")
 @click.pass_context
 def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ...], out: str | None,
-        resume: str | None, backend_name: str, plots: bool) -> None:
+        resume: str | None, backend_name: str, plots: bool, processes: int) -> None:
     """Run the sweep CONFIG (a name under configs/ or a YAML path; default "default", or
     "cpu-small" when no GPU is available)."""
     from datetime import datetime, timezone
@@ -49,6 +52,9 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     from hisparse.floors import PinnedBandwidth, measure_pinned_h2d
     from hisparse.render import text
 
+    if resume is not None and processes > 1:
+        raise _UsageFailure("--processes cannot be combined with --resume (it would retime the finished cases "
+                            "again): resume, then run `hisparse-bench retime FILE` once per missing process")
     try:
         resolved = resolve_name(backend_name)
         backend = get_backend(resolved)
@@ -108,6 +114,11 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
                    err=True)
         ctx.exit(130)
     record = writer.finish()
+    for p in range(1, processes):
+        click.echo(f"process {p + 1} of {processes}: hisparse-bench retime {writer.path}")
+        _retime_in_new_process(writer.path, resolved)
+    if processes > 1:
+        record = results.load_run(writer.path)
 
     click.echo("")
     click.echo(text.run_summary(record))
@@ -115,6 +126,16 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     if plots:
         _plots(record, writer.path.with_suffix(""))
     ctx.exit(1 if any(c.status == "failed" for c in record.cases) else 0)
+
+
+def _retime_in_new_process(path: Path, backend: str) -> None:
+    """A fresh interpreter (new CUDA context, allocator, address space): the point of --processes."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "hisparse", "retime", str(path), "--backend", backend], check=False)
+    if proc.returncode not in (0, 1):  # 1: some case failed there and kept its earlier samples
+        click.echo(f"retime process exited with {proc.returncode}; {path} keeps what it had", err=True)
 
 
 def _plots(record, out_dir: Path) -> None:
