@@ -13,9 +13,17 @@ from typing import Any, NamedTuple
 
 from hisparse.errors import ConfigError
 
-IMPLEMENTATIONS = ("lru_sequential", "multi_step", "multi_step_planned")
+IMPLEMENTATIONS = ("lru_sequential", "multi_step", "multi_step_planned", "lru_sequential_planned")
 MULTI_STEP_IMPLEMENTATIONS = ("multi_step", "multi_step_planned")
 BASELINE_IMPLEMENTATION = "lru_sequential"
+# Implementations that also copy into shared-index layers (``shared_layers``), and the baseline of each
+# implementation that has one: the same work done by sequential LRU (single-step kernel once per step).
+PLANNED_IMPLEMENTATIONS = ("multi_step_planned", "lru_sequential_planned")
+LRU_IMPLEMENTATIONS = ("lru_sequential", "lru_sequential_planned")
+# A config without an implementation axis sweeps these (the planned baseline is opt-in: it is only
+# worth its time next to multi_step_planned, and older configs keep their expansion and hash).
+DEFAULT_IMPLEMENTATIONS = ("lru_sequential", "multi_step", "multi_step_planned")
+BASELINE_OF = {"multi_step": "lru_sequential", "multi_step_planned": "lru_sequential_planned"}
 WORKLOADS = ("upstream", "distinct", "trace")
 
 MAX_STEPS = 4
@@ -241,10 +249,10 @@ _ID_PREFIXES = (("batch", "b"), ("steps", "s"), ("top_k", "k"), ("hot_buffer_siz
 
 def format_case_id(params: Mapping[str, Any]) -> str:
     """``impl/workload/b64/s4/k2048/h4096/i576/pdl1``, then ``/key=value`` for every parameter that
-    differs from its default (shared_layers of multi_step_planned, workload parameters, seed)."""
+    differs from its default (shared_layers of the planned implementations, workload parameters, seed)."""
     parts = [str(params["implementation"]), str(params["workload"])]
     parts += [f"{prefix}{int(params[key])}" for key, prefix in _ID_PREFIXES]
-    if params["implementation"] == "multi_step_planned" and params["shared_layers"] != DEFAULT_SHARED_LAYERS:
+    if params["implementation"] in PLANNED_IMPLEMENTATIONS and params["shared_layers"] != DEFAULT_SHARED_LAYERS:
         parts.append(f"shared_layers={params['shared_layers']}")
     schema = WORKLOAD_PARAMS.get(str(params["workload"]), {})
     for key, value in sorted(dict(params.get("workload_params") or {}).items()):
@@ -258,8 +266,8 @@ def format_case_id(params: Mapping[str, Any]) -> str:
 @dataclass(frozen=True)
 class Case:
     """One benchmark case. Fields are normalised on construction: ``workload_params`` becomes the
-    sorted tuple of every parameter (defaults filled in), lru_sequential gets ``pdl=False``, and only
-    multi_step_planned has ``shared_layers`` (default 3; 0 for the others)."""
+    sorted tuple of every parameter (defaults filled in), the sequential-LRU implementations get
+    ``pdl=False``, and only the planned ones have ``shared_layers`` (default 3; 0 for the others)."""
 
     implementation: str
     workload: str
@@ -285,7 +293,7 @@ class Case:
             except _Invalid as e:
                 raise ConfigError(f"case: {name}: {e}") from None
         put("workload_params", _normalise_workload_params(self.workload, self.workload_params))
-        if self.implementation == "multi_step_planned":
+        if self.implementation in PLANNED_IMPLEMENTATIONS:
             layers = DEFAULT_SHARED_LAYERS if self.shared_layers is None else self.shared_layers
             try:
                 put("shared_layers", AXIS_SPECS["shared_layers"].coerce(layers))
@@ -293,7 +301,7 @@ class Case:
                 raise ConfigError(f"case: shared_layers: {e}") from None
         else:
             put("shared_layers", 0)
-        if self.implementation == BASELINE_IMPLEMENTATION:
+        if self.implementation in LRU_IMPLEMENTATIONS:
             put("pdl", False)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"case: seed: expected an integer >= 0, got {_show(self.seed)}")
@@ -318,18 +326,20 @@ class Case:
     def param(self, name: str) -> Any:
         return self.workload_params_dict[name]
 
-    def baseline(self) -> "Case":
-        """The same case run by the sequential-LRU baseline (pdl off)."""
-        return replace(self, implementation=BASELINE_IMPLEMENTATION, pdl=False, shared_layers=None)
+    def baseline(self) -> "Case | None":
+        """The same work done by sequential LRU (pdl off): ``lru_sequential`` for ``multi_step``,
+        ``lru_sequential_planned`` (same shared layers) for ``multi_step_planned``; None for a baseline."""
+        impl = BASELINE_OF.get(self.implementation)
+        if impl is None:
+            return None
+        return replace(self, implementation=impl, pdl=False,
+                       shared_layers=self.shared_layers if impl in PLANNED_IMPLEMENTATIONS else None)
 
     def baseline_id(self) -> str | None:
-        """Id of the case the speedup is measured against (``derived.speedup_vs_lru_sequential``), or
-        None when there is no like-for-like one: ``multi_step_planned`` swaps one layer and copies into
-        ``shared_layers`` more, while the sequential-LRU case swaps one layer only (its ratio would be
-        below 1 by construction, as the first H200 tables showed)."""
-        if self.is_planned:
-            return None
-        return self.baseline().case_id
+        """Id of the case the speedup is measured against (``derived.speedup_vs_lru_sequential``; the
+        file also names it in ``derived.speedup_baseline``), or None for a baseline itself."""
+        base = self.baseline()
+        return base.case_id if base is not None else None
 
     def with_(self, **changes: Any) -> "Case":
         return replace(self, **changes)
@@ -341,7 +351,7 @@ class Case:
 
     @property
     def is_planned(self) -> bool:
-        return self.implementation == "multi_step_planned"
+        return self.implementation in PLANNED_IMPLEMENTATIONS
 
     @property
     def occurrences(self) -> int:
@@ -441,8 +451,8 @@ def prune_reason(params: Mapping[str, Any], timing: TimingSettings | None = None
         return f"top_k {k} > hot_buffer_size {h} (one step's top-k must fit in the hot buffer)"
     if s * k > MAX_STEPS_X_TOP_K:
         return f"steps*top_k = {s}*{k} = {s * k} > {MAX_STEPS_X_TOP_K} (multi-step occurrence limit)"
-    if impl == BASELINE_IMPLEMENTATION and h > MAX_LRU_HOT_BUFFER_SIZE:
-        return f"lru_sequential needs hot_buffer_size <= {MAX_LRU_HOT_BUFFER_SIZE} (int16 lru_slots), got {h}"
+    if impl in LRU_IMPLEMENTATIONS and h > MAX_LRU_HOT_BUFFER_SIZE:
+        return f"{impl} needs hot_buffer_size <= {MAX_LRU_HOT_BUFFER_SIZE} (int16 lru_slots), got {h}"
     wp = dict(params.get("workload_params") or {})
     if workload == "upstream":
         if k != UPSTREAM_TOP_K:
@@ -483,7 +493,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "AXES", "AXIS_SPECS", "IMPLEMENTATIONS", "MULTI_STEP_IMPLEMENTATIONS", "WORKLOADS", "WORKLOAD_PARAMS",
+    "AXES", "AXIS_SPECS", "BASELINE_OF", "DEFAULT_IMPLEMENTATIONS", "IMPLEMENTATIONS", "LRU_IMPLEMENTATIONS", "MULTI_STEP_IMPLEMENTATIONS",
+    "PLANNED_IMPLEMENTATIONS", "WORKLOADS", "WORKLOAD_PARAMS",
     "Case", "ParamSpec", "PatternGeometry", "Pruned", "TimingSettings", "format_case_id", "pattern_geometry",
     "prune_reason", *_LOAD_NAMES,
 ]

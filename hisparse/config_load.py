@@ -8,7 +8,8 @@ description: "..."
 track: false                   # part of the regression set
 seed: 0
 axes:                          # each axis: a value, a list (full and CI sweep), or {values: [...], ci: [...]}
-  implementation: [lru_sequential, multi_step, multi_step_planned]   # default: all three
+  implementation: [lru_sequential, multi_step, multi_step_planned]   # default: these three;
+                                # lru_sequential_planned (multi_step_planned's baseline) is opt-in
   workload: [upstream, distinct]   # default: the names under `workloads:`, else [distinct]
   batch: {values: [1, 2, 4, 8, 16, 32, 64], ci: [1, 64]}             # default 1
   steps: 4                     # default 4; cases outside 1..4 are pruned
@@ -16,7 +17,7 @@ axes:                          # each axis: a value, a list (full and CI sweep),
   hot_buffer_size: 4096        # default 4096, at most 32768
   item_size_bytes: 576         # default 576
   pdl: [on, off]               # default on; multi-step implementations only (lru_sequential: off)
-  shared_layers: 3             # default 3; multi_step_planned only
+  shared_layers: 3             # default 3; the planned implementations only
 slices:                        # more grids: `axes` with some axes replaced; the sweep is the union
   - {workload: distinct, batch: 64, steps: [1, 2, 4]}
 workloads:                     # name -> parameters; a parameter may be an axis too
@@ -48,6 +49,7 @@ import yaml
 from hisparse.config import (
     _TIMING_SPEC,
     AXES,
+    DEFAULT_IMPLEMENTATIONS,
     AXIS_SPECS,
     WORKLOAD_PARAMS,
     WORKLOADS,
@@ -338,7 +340,7 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
     for a in AXES:
         if a not in axes:
             if a == "implementation":
-                axes[a] = Axis.of(*AXIS_SPECS[a].choices)
+                axes[a] = Axis.of(*DEFAULT_IMPLEMENTATIONS)
             elif a == "workload":
                 axes[a] = Axis.of(*(workloads or ("distinct",)))
             else:

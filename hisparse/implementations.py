@@ -5,7 +5,9 @@
   ``lru_1_full``: S launches, S hot-buffer scans);
 - ``multi_step``: one multi-step swap (gather + commit) over all S steps (upstream ``spec_1_full``);
 - ``multi_step_planned``: the multi-step swap recording its miss plan, then ``copy_planned`` of that
-  plan into each shared-index layer's buffer (upstream ``spec_1_full_3_shared``).
+  plan into each shared-index layer's buffer (upstream ``spec_1_full_3_shared``);
+- ``lru_sequential_planned``: its baseline, the same for sequential LRU: per step, the single-step
+  swap recording its plan, then ``copy_planned`` of that step's plan into each shared layer.
 
 Every call starts with ``workload.advance()`` (the next call's top-k, on the device), which is inside
 the timed region for every implementation, as upstream's ``top_k_tokens[..., -196:].add_(800)``.
@@ -25,7 +27,7 @@ from typing import Any, Callable
 
 import torch
 
-IMPLEMENTATIONS = ("lru_sequential", "multi_step", "multi_step_planned")
+IMPLEMENTATIONS = ("lru_sequential", "multi_step", "multi_step_planned", "lru_sequential_planned")
 SINGLE, MULTI, PLANNED = "single", "multi", "planned"
 # Bit-exact LRU comparison clones device_buffer (and the small tables) on the device; above this many
 # bytes the check is skipped (it is a second opinion next to the invariants, not the only check).
@@ -98,19 +100,29 @@ def invocations(implementation: str, backend: Any, workload: Any, *, pdl: bool |
                 record_plan: bool) -> list[Invocation]:
     """The ops of one call, with their kwargs (``SwapBuffers.*_kwargs``: fixed tensors and views)."""
     b = _buffers(workload)
-    if implementation == "lru_sequential":
-        return [Invocation(SINGLE, backend.swap_single_step, b.single_step_kwargs(s, record_plan=record_plan),
-                           f"step {s}")
-                for s in range(b.top_k_tokens.shape[1])]
+    if implementation in ("lru_sequential", "lru_sequential_planned"):
+        planned = implementation == "lru_sequential_planned"
+        out = []
+        for s in range(b.top_k_tokens.shape[1]):
+            out.append(Invocation(SINGLE, backend.swap_single_step,
+                                  b.single_step_kwargs(s, record_plan=record_plan or planned), f"step {s}"))
+            if planned:  # each step's plan is replayed before the next step overwrites it
+                out += _planned_copies(backend, b, f"step {s} ")
+        return out
     if implementation in ("multi_step", "multi_step_planned"):
         planned = implementation == "multi_step_planned"
         out = [Invocation(MULTI, backend.swap_multi_step,
                           b.multi_step_kwargs(record_plan=record_plan or planned, pdl=pdl), "multi-step swap")]
         if planned:
-            out += [Invocation(PLANNED, backend.copy_planned, b.copy_planned_kwargs(layer), f"shared layer {layer}")
-                    for layer in range(1, len(b.shared_layer_buffers) + 1)]
+            out += _planned_copies(backend, b, "")
         return out
     raise ValueError(f"implementation: must be one of {', '.join(IMPLEMENTATIONS)}, got {implementation!r}")
+
+
+def _planned_copies(backend: Any, b: Any, prefix: str) -> list[Invocation]:
+    """``copy_planned`` of the current plan into every shared layer (label ends with the layer)."""
+    return [Invocation(PLANNED, backend.copy_planned, b.copy_planned_kwargs(layer), f"{prefix}shared layer {layer}")
+            for layer in range(1, len(b.shared_layer_buffers) + 1)]
 
 
 @dataclass

@@ -203,20 +203,22 @@ def _baseline_id(params: dict) -> str | None:
 
 
 def link_speedups(record: RunRecord, baseline_of: Callable[[dict], str | None] = _baseline_id) -> RunRecord:
-    """Fill ``derived.speedup_vs_lru_sequential`` = median(baseline) / median(case) for every ok
-    non-baseline case whose baseline (same case, lru_sequential, pdl off) is ok in the run."""
+    """Fill ``derived.speedup_vs_lru_sequential`` = median(baseline) / median(case) for every ok case
+    that has a baseline (``Case.baseline_id``: the same work by sequential LRU, pdl off) ok in the run,
+    and name that baseline in ``derived.speedup_baseline``."""
     by_id = {c.case_id: c for c in record.cases}
     updated = []
     for c in record.cases:
-        if not c.ok or c.derived is None or c.params.get("implementation") == "lru_sequential":
+        base_id = baseline_of(c.params) if c.ok and c.derived is not None else None
+        if base_id is None:
             updated.append(c)
             continue
-        base = by_id.get(baseline_of(c.params) or "")
+        base = by_id.get(base_id)
         speedup = None
         if base is not None and base.ok and c.median_us:
             speedup = base.median_us / c.median_us
-        if c.derived.get("speedup_vs_lru_sequential") != speedup:
-            c = replace(c, derived={**c.derived, "speedup_vs_lru_sequential": speedup})
+        if (c.derived.get("speedup_vs_lru_sequential"), c.derived.get("speedup_baseline")) != (speedup, base_id):
+            c = replace(c, derived={**c.derived, "speedup_vs_lru_sequential": speedup, "speedup_baseline": base_id})
         updated.append(c)
     return replace(record, cases=tuple(updated))
 

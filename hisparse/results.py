@@ -76,6 +76,22 @@ class CaseResult:
     def median_us(self) -> float | None:
         return None if not self.stats else self.stats.get("median_us")
 
+    @property
+    def speedup(self) -> float | None:
+        """``derived.speedup_vs_lru_sequential`` when it is against this case's like-for-like baseline
+        (``Case.baseline_id``). Files written before ``derived.speedup_baseline`` existed compared
+        every implementation with plain lru_sequential: only multi_step's ratio of those is kept."""
+        from hisparse.config import baseline_id_of  # noqa: PLC0415
+
+        derived = self.derived or {}
+        base = baseline_id_of(self.params)
+        stored = derived.get("speedup_baseline")
+        if base is None or (stored is None and self.params.get("implementation") != "multi_step"):
+            return None
+        if stored is not None and stored != base:
+            return None
+        return derived.get("speedup_vs_lru_sequential")
+
     def to_dict(self) -> dict:
         return _clean({f.name: getattr(self, f.name) for f in fields(self)})
 

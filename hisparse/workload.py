@@ -73,7 +73,7 @@ class SwapBuffers:
     miss_src: torch.Tensor | None = None  # int64 [bs, S*K]
     miss_dst: torch.Tensor | None = None  # int32 [bs, S*K]
     miss_count: torch.Tensor | None = None  # int32 [bs]
-    shared_layer_buffers: tuple[torch.Tensor, ...] = ()  # multi_step_planned: one device buffer per layer
+    shared_layer_buffers: tuple[torch.Tensor, ...] = ()  # planned implementations: one device buffer per layer
     rows_per_request: int = 0  # device rows owned by each request (slots + extra page + scratch)
 
     @property

@@ -168,3 +168,21 @@ def test_default_config_without_gpu_is_cpu_small(tmp_path):
     assert "configs/cpu-small.yaml" in result.output and "not kernel times" in result.output
     run = load_run(next(Path(tmp_path).glob("*.json")))
     assert run.config["name"] == "cpu-small" and run.case_ids() == ["multi_step/distinct/b1/s4/k64/h256/i576/pdl1"]
+
+
+def test_planned_copy_is_compared_with_its_lru_baseline(tmp_path):
+    cfg = tmp_path / "planned.yaml"
+    cfg.write_text(TINY.replace("[lru_sequential, multi_step, multi_step_planned]",
+                                "[lru_sequential_planned, multi_step_planned]").replace(
+        "exclude:\n  - {implementation: multi_step_planned, batch: 2, reason: \"kept small for the test\"}\n", ""))
+    result = CliRunner().invoke(main, ["run", str(cfg), "--backend", "reference", "--no-plots",
+                                       "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    (path,) = (tmp_path / "runs").glob("*.json")
+    run = load_run(path)
+    for b in (1, 2):
+        base = run.case(f"lru_sequential_planned/distinct/b{b}/s2/k16/h64/i64/pdl0/shared_layers=1")
+        planned = run.case(f"multi_step_planned/distinct/b{b}/s2/k16/h64/i64/pdl1/shared_layers=1")
+        assert planned.derived["speedup_baseline"] == base.case_id
+        assert planned.speedup == pytest.approx(base.median_us / planned.median_us)
+        assert base.speedup is None and base.work["bytes_per_call"] == planned.work["bytes_per_call"]

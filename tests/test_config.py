@@ -237,7 +237,13 @@ def test_case_id_format_and_baseline():
     planned = Case("multi_step_planned", "upstream", batch=8, pdl=False)
     assert planned.shared_layers == 3
     assert planned.case_id == "multi_step_planned/upstream/b8/s4/k2048/h4096/i576/pdl0"
-    assert planned.baseline_id() is None  # swaps 1 layer and copies 3 more: no like-for-like LRU case
+    # its baseline does the same work: sequential LRU plus the same planned copies into 3 layers
+    assert planned.baseline_id() == "lru_sequential_planned/upstream/b8/s4/k2048/h4096/i576/pdl0"
+    wide = Case("multi_step_planned", "distinct", shared_layers=5)
+    assert wide.baseline_id() == "lru_sequential_planned/distinct/b1/s4/k2048/h4096/i576/pdl0/shared_layers=5"
+    base = Case("lru_sequential_planned", "distinct", pdl=True)
+    assert (base.pdl, base.shared_layers, base.baseline_id()) == (False, 3, None)
+    assert Case("lru_sequential", "distinct").baseline_id() is None
     lru = Case("lru_sequential", "upstream", pdl=True, shared_layers=5)
     assert (lru.pdl, lru.shared_layers) == (False, 0)
     t = Case("multi_step_planned", "trace", {"step_overlap": 0.5, "miss_rate": 0.2}, shared_layers=1, seed=7)
@@ -343,7 +349,7 @@ def test_out_of_range_hot_buffer_size(tmp_path):
 def test_unknown_implementation_and_workload(tmp_path):
     msg, p = config_error(tmp_path, "axes: {implementation: [multi_step, spec_4_full]}\n")
     assert msg == (f"{p}: axes.implementation[1]: str 'spec_4_full' is not allowed; "
-                   "allowed: lru_sequential, multi_step, multi_step_planned")
+                   "allowed: lru_sequential, multi_step, multi_step_planned, lru_sequential_planned")
     msg, p = config_error(tmp_path, "workloads: {zipf: {}}\n")
     assert msg == f"{p}: workloads.zipf: unknown key; allowed keys: upstream, distinct, trace"
     msg, p = config_error(tmp_path, "workloads: {trace: {miss: 0.1}}\n")
@@ -410,10 +416,11 @@ def test_default_config_fits_the_budget():
     assert len(main) == 70
     assert {c.workload for c in exp} == {"upstream", "distinct"}
     assert len(cfg.expand(ci=True)) == 14
-    # every multi-step case has its sequential-LRU baseline in the sweep (for the speedup)
+    # every multi_step case has its sequential-LRU baseline in the sweep (for the speedup), except at
+    # hot 32768 (int16 lru_slots); multi_step_planned's baseline is in configs/shared-layers.yaml
     ids = set(exp.ids)
-    missing = [c.case_id for c in exp if c.is_multi_step and c.baseline_id() and c.baseline_id() not in ids]
-    assert all(c.endswith("h32768") or "/h32768/" in c for c in missing)
+    missing = [c.case_id for c in exp if c.implementation == "multi_step" and c.baseline_id() not in ids]
+    assert all("/h32768/" in c for c in missing)
 
 
 def test_shipped_configs():

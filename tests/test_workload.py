@@ -381,3 +381,32 @@ def test_reference_ops_copy_exactly_the_fresh_rows():
             copied = sorted(int(r) for cp in record.copies for r in cp.src_rows)
             # only fresh rows are read (the resident rows 0..HOT-1 that requests share: never)
             assert copied == sorted(w.miss_rows(c)[0].tolist())
+
+
+@pytest.mark.parametrize("impl", ["lru_sequential_planned", "multi_step_planned"])
+def test_planned_implementations_copy_the_fresh_rows_into_every_shared_layer(impl):
+    """The shared-layer baseline (sequential LRU + each step's plan replayed) and multi_step_planned
+    do the same work: the swapped layer and each of the 2 shared layers receive exactly the fresh
+    rows of the call, and every shared layer ends up equal to the swapped layer at those rows."""
+    from hisparse.backends import get_backend
+    from hisparse.implementations import bind
+    from hisparse.reference.bytes import as_rows
+
+    case = Case(impl, "distinct", batch=2, steps=4, top_k=64, hot_buffer_size=128, shared_layers=2,
+                timing=TimingSettings(warmup_calls=2, calls_per_graph=4, check_calls=2))
+    w = make_workload(case, CPU)
+    assert len(w.buffers.shared_layer_buffers) == 2 and case.pdl == (impl == "multi_step_planned")
+    bound = bind(impl, get_backend("reference"), w, pdl=case.pdl)
+    w.reset()
+    assert bound.checked_call() == []
+    w.reset()
+    for c in range(case.timing.calls_per_graph):
+        record = bound.recorded_call()
+        fresh = sorted(w.miss_rows(c)[0].tolist())
+        for layer in (0, 1, 2):
+            rows = sorted(int(r) for cp in record.copies if cp.layer == layer for r in cp.src_rows)
+            assert rows == fresh, (impl, c, layer)
+        dst = torch.cat([cp.dst_rows for cp in record.copies if cp.layer == 0]).to(torch.int64)
+        primary = as_rows(w.buffers.device_buffer, case.item_size_bytes)[dst]
+        for shared in w.buffers.shared_layer_buffers:
+            assert torch.equal(as_rows(shared, case.item_size_bytes)[dst], primary)

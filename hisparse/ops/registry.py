@@ -25,6 +25,7 @@ IMPLEMENTATION_OPS: dict[str, tuple[str, ...]] = {
     "lru_sequential": ("swap_single", "gather_floor"),
     "multi_step": ("swap_multi", "gather_floor"),
     "multi_step_planned": ("swap_multi", "copy_planned", "gather_floor"),
+    "lru_sequential_planned": ("swap_single", "copy_planned", "gather_floor"),
 }
 # Implementations that never compile anything (the PyTorch reference backend).
 NO_KERNEL: set[str] = {"reference", "torch"}

@@ -161,13 +161,10 @@ def latency_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
 
 
 def speedup_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
-    from hisparse.config import baseline_id_of  # noqa: PLC0415
-
-    # Cases with a like-for-like baseline only: files written before multi_step_planned lost its
-    # baseline still carry a (misleading) ratio for it.
-    cases = [c for c in _ok(run) if c.params.get("implementation") != "lru_sequential" and baseline_id_of(c.params)]
-    return _line_plot(run, out_dir / "speedup_vs_batch.png", "batch",
-                      lambda c: (c.derived or {}).get("speedup_vs_lru_sequential"), cases=cases,
+    # CaseResult.speedup: only ratios against the like-for-like baseline (older files compared the
+    # planned copy's 4 layers with one LRU layer).
+    cases = [c for c in _ok(run) if c.speedup is not None]
+    return _line_plot(run, out_dir / "speedup_vs_batch.png", "batch", lambda c: c.speedup, cases=cases,
                       ylabel="speedup over sequential LRU (x)", title="Speedup vs batch", hline=1.0)
 
 

@@ -6,7 +6,6 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from hisparse.config import baseline_id_of
 from hisparse.results import RunRecord
 
 REFERENCE_NOTE = ("NOTE: backend 'reference': times are PyTorch-reference times on the CPU, not kernel "
@@ -78,7 +77,7 @@ def run_table(run: RunRecord) -> str:
         rows.append([
             c.case_id, us(s.get("median_us")), us(s.get("iqr_us")),
             ratio(d.get("over_pcie_floor")), ratio(d.get("over_gather_floor")), num(d.get("gbps"), ".3g"),
-            ratio(d.get("speedup_vs_lru_sequential") if baseline_id_of(c.params) else None),
+            ratio(c.speedup),
             num(w.get("unique_misses_per_call"), ".0f"),
         ])
     if not rows:
