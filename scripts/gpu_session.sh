@@ -41,7 +41,8 @@ for s in "$@"; do
                python3 -m pytest -q -m gpu -p no:cacheprovider $files ;;
     sanitize) step sanitize bash scripts/gpu_sanitize.sh ;;
     bench:*) IFS=: read -r _ cfg flag <<< "$s"
-             step "bench-$cfg" python3 -m hisparse run "configs/$cfg.yaml" ${flag:-} --out "$OUT" ;;
+             n_bench=$(( ${n_bench:-0} + 1 ))  # a config may run several times (re-run agreement)
+             step "bench-$cfg-$n_bench" python3 -m hisparse run "configs/$cfg.yaml" ${flag:-} --out "$OUT" ;;
     history:*) # the device copy has no .git: carry a bundle (scripts/pack_history.sh N makes it, and
              # the per-commit trees for a node without git: runs then go to history-trees/, recorded later)
              n=${s#history:}
