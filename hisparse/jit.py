@@ -26,7 +26,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -315,6 +315,22 @@ def load(spec: KernelSpec) -> Any:
                 raise KernelUnavailable(f"{report.path} exports no function {EXPORTED_FUNCTION!r}")
             _LOADED[key] = mod
     return mod
+
+
+def runner(spec_of: Callable[..., KernelSpec]) -> Callable[..., Any]:
+    """``get(*key)`` -> the loaded ``run`` function of ``spec_of(*key)``, memoised by ``key``.
+
+    The ops call it on every launch: after the first call per key it is one dict lookup, with no
+    KernelSpec construction or hashing (``load`` memoises too, but by spec)."""
+    cache: dict[tuple, Any] = {}
+
+    def get(*key: Any) -> Any:
+        fn = cache.get(key)
+        if fn is None:
+            fn = cache[key] = load(spec_of(*key)).run
+        return fn
+
+    return get
 
 
 def cuda_available() -> bool:

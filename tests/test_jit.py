@@ -237,3 +237,28 @@ def test_kernel_argument_check_raises(cache_dir):
     x = torch.zeros(10, dtype=torch.uint8, device="cuda")
     with pytest.raises(Exception, match="item_size_bytes must be positive"):
         mod.run(x, x, 0)
+
+
+def test_runner_loads_each_key_once(monkeypatch):
+    """The ops' launch path: jit.runner memoises the loaded run function per key (no spec built or
+    hashed after the first call of a key)."""
+    from hisparse import jit as jit_mod
+
+    loaded = []
+
+    class Module:
+        def __init__(self, spec):
+            self.run = ("run", spec.name)
+
+    monkeypatch.setattr(jit_mod, "load", lambda spec: loaded.append(spec.name) or Module(spec))
+    specs = []
+
+    def spec_of(block_size, record_plan):
+        specs.append((block_size, record_plan))
+        return jit_mod.KernelSpec(op="probe", entry="probe::entry",
+                                  template_args=(("block_size", block_size), ("record_plan", record_plan)))
+
+    get = jit_mod.runner(spec_of)
+    first = get(1024, False)
+    assert get(1024, False) is first and get(256, True) != first
+    assert specs == [(1024, False), (256, True)] and len(loaded) == 2

@@ -42,14 +42,7 @@ def _check_block_size(block_size: object) -> None:
         raise InputError(f"block_size: must be one of {', '.join(map(str, BLOCK_SIZES))}, got {block_size!r}")
 
 
-_KERNELS: dict[int, Any] = {}
-
-
-def _kernel(block_size: int) -> Any:
-    fn = _KERNELS.get(block_size)
-    if fn is None:
-        fn = _KERNELS[block_size] = jit.load(kernel_spec(block_size=block_size)).run
-    return fn
+_kernel = jit.runner(lambda block_size: kernel_spec(block_size=block_size))
 
 
 def copy_planned(

@@ -48,14 +48,7 @@ def _check_loads(loads_in_flight: object) -> None:
                          f"got {loads_in_flight!r}")
 
 
-_KERNELS: dict[int, Any] = {}
-
-
-def _kernel(loads_in_flight: int) -> Any:
-    fn = _KERNELS.get(loads_in_flight)
-    if fn is None:
-        fn = _KERNELS[loads_in_flight] = jit.load(kernel_spec(loads_in_flight=loads_in_flight)).run
-    return fn
+_kernel = jit.runner(lambda loads_in_flight: kernel_spec(loads_in_flight=loads_in_flight))
 
 
 def check_gather_floor_inputs(*, src_rows: torch.Tensor, dst_rows: torch.Tensor, host_cache: torch.Tensor,

@@ -59,16 +59,7 @@ def kernel_specs(case: Any = None, *, pdl: bool | None = None, record_plan: bool
     return [kernel_spec(pdl=p, record_plan=r) for p in pdls for r in plans]
 
 
-_KERNELS: dict[tuple[bool, bool], Any] = {}
-
-
-def _kernel(pdl: bool, record_plan: bool) -> Any:
-    """The loaded ``run`` function, memoised so a call does no spec hashing beyond a dict lookup."""
-    key = (pdl, record_plan)
-    fn = _KERNELS.get(key)
-    if fn is None:
-        fn = _KERNELS[key] = jit.load(kernel_spec(pdl=pdl, record_plan=record_plan)).run
-    return fn
+_kernel = jit.runner(lambda pdl, record_plan: kernel_spec(pdl=pdl, record_plan=record_plan))
 
 
 def resolve_pdl(pdl: bool | None, device: torch.device) -> bool:

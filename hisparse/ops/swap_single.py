@@ -80,16 +80,7 @@ def kernel_specs(case: Any = None, *, block_size: int | None = None) -> list[jit
     return [kernel_spec(case, block_size=block_size, record_plan=r) for r in (False, True)]
 
 
-_KERNELS: dict[tuple[int, bool], Any] = {}
-
-
-def _kernel(block_size: int, record_plan: bool) -> Any:
-    """The loaded ``run`` function, memoised here so a call does no spec hashing or lookup beyond this."""
-    key = (block_size, record_plan)
-    fn = _KERNELS.get(key)
-    if fn is None:
-        fn = _KERNELS[key] = jit.load(kernel_spec(block_size=block_size, record_plan=record_plan)).run
-    return fn
+_kernel = jit.runner(lambda block_size, record_plan: kernel_spec(block_size=block_size, record_plan=record_plan))
 
 
 def _check_block_size(block_size: object) -> None:
