@@ -63,7 +63,7 @@ def format_violations(violations: list) -> str:
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
 
 
-def _release(device: str) -> None:
+def release(device: str) -> None:
     gc.collect()
     if device.startswith("cuda"):
         import torch  # noqa: PLC0415
@@ -71,7 +71,7 @@ def _release(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def _default_make_workload(case: Any, device: str, **kw: Any) -> Any:
+def default_make_workload(case: Any, device: str, **kw: Any) -> Any:
     from hisparse.workload import make_workload  # noqa: PLC0415
 
     return make_workload(case, device, **kw)
@@ -103,8 +103,8 @@ def _device_buffer(workload: Any) -> Any:
     return getattr(getattr(workload, "buffers", None), "device_buffer", None)
 
 
-def _time_fresh_round(case: Any, backend: Any, make_workload: Callable[..., Any], settings: timing.Settings,
-                      round_index: int, held: list) -> tuple[timing.Measurement, dict]:
+def time_round(case: Any, backend: Any, make_workload: Callable[..., Any], settings: timing.Settings,
+           round_index: int, held: list) -> tuple[timing.Measurement, dict]:
     """One more timing round of ``case`` on a fresh workload (the caller has released the previous
     round's): new device allocations, host rows shifted in the pinned pool. Same seed, same schedule
     and rows: no checks, no recorded calls, no floor.
@@ -136,7 +136,7 @@ def run_case(
     t0 = time.perf_counter()
     params = case_params(case)
     settings = timing.Settings.of(case.timing)
-    make_workload = make_workload or _default_make_workload
+    make_workload = make_workload or default_make_workload
     workload = bound = records = None
     held: list = []  # earlier rounds' device buffers (see _device_buffer)
     where = ""  # "round N: " in a failure reason from a round after the first
@@ -163,15 +163,14 @@ def run_case(
         rounds = [timing.time_calls(bound.call, reset=workload.reset, settings=settings,
                                     device=backend.device)]
         placements = [placement(workload)]
+        held.append(_device_buffer(workload))  # its address stays taken: the next round lands elsewhere
         gather = floors_mod.measure_gather_floor(backend, records, settings, int(case.item_size_bytes))
 
         for r in range(1, int(case.timing.rounds)):
             where = f"round {r}: "
-            if r == 1:
-                held.append(_device_buffer(workload))  # its address stays taken: the next round lands elsewhere
             workload = bound = records = None  # one round's tensors alive at a time (records hold buffers)
-            _release(backend.device)
-            measured, where_placed = _time_fresh_round(case, backend, make_workload, settings, r, held)
+            release(backend.device)
+            measured, where_placed = time_round(case, backend, make_workload, settings, r, held)
             rounds.append(measured)
             placements.append(where_placed)
     except Exception as e:  # noqa: BLE001 (every failure of one case is recorded, the sweep goes on)
@@ -179,7 +178,7 @@ def run_case(
     finally:
         workload = bound = records = None  # drop the case's tensors before the next case allocates
         held.clear()
-        _release(backend.device)
+        release(backend.device)
 
     measurement = timing.pool(rounds)
     summary = stats.summary(measurement.samples_us)

@@ -62,13 +62,13 @@ def retime_case(case: Any, result: CaseResult, backend: Any,
                 make_workload: Callable[..., Any] | None = None) -> CaseResult:
     """``case.timing.rounds`` rounds of ``case`` in this process, merged into ``result``; on failure
     ``result`` unchanged but for ``timing.retime_errors``."""
-    make = make_workload or measure._default_make_workload  # noqa: SLF001 (the engine's one builder)
+    make = make_workload or measure.default_make_workload
     settings = timing.Settings.of(case.timing)
     held: list = []
     rounds, placements = [], []
     try:
         for r in range(int(case.timing.rounds)):
-            measured, where = measure._time_fresh_round(case, backend, make, settings, r, held)  # noqa: SLF001
+            measured, where = measure.time_round(case, backend, make, settings, r, held)
             rounds.append(measured)
             placements.append(where)
     except Exception as e:  # noqa: BLE001 (one case's failure is recorded; the others go on)
@@ -76,7 +76,7 @@ def retime_case(case: Any, result: CaseResult, backend: Any,
         return replace(result, timing={**result.timing, "retime_errors": errors})
     finally:
         held.clear()
-        measure._release(backend.device)  # noqa: SLF001
+        measure.release(backend.device)
     return merge(result, rounds, placements)
 
 

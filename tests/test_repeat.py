@@ -60,14 +60,14 @@ def test_retime_adds_a_process_of_rounds_to_every_case(finished_run):
 def test_a_case_that_fails_in_the_retime_process_keeps_its_samples(finished_run, monkeypatch):
     _, path = finished_run
     before = {c.case_id: c for c in load_run(path).cases}
-    real = repeat.measure._time_fresh_round
+    real = repeat.measure.time_round
 
     def flaky(case, *args, **kw):
         if case.implementation == "multi_step":
             raise RuntimeError("CUDA out of memory (stand-in)")
         return real(case, *args, **kw)
 
-    monkeypatch.setattr(repeat.measure, "_time_fresh_round", flaky)
+    monkeypatch.setattr(repeat.measure, "time_round", flaky)
     list(repeat.retime_run(path, get_backend("reference")))
     for c in load_run(path).cases:
         if c.case_id.startswith("multi_step"):
