@@ -18,21 +18,12 @@ import pytest
 import torch
 
 from hisparse.errors import InputError
+from _gpu import DEVICE, GPU_ONLY, ITEM_SIZES, pinned_bytes
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-]
-
-ITEM_SIZES = (576, 656, 1152, 584, 512, 100, 4)
-DEVICE = "cuda"  # the tensors' device; the host cache is pinned CPU memory read through UVA
+pytestmark = GPU_ONLY
 
 
-def pinned_bytes(data: torch.Tensor) -> torch.Tensor:
-    """A pinned copy of the uint8 tensor ``data``."""
-    out = torch.empty(data.numel(), dtype=torch.uint8, pin_memory=DEVICE == "cuda")
-    out.copy_(data)
-    return out
+
 LOADS = (1, 2, 4, 8)
 
 

@@ -36,13 +36,10 @@ from hisparse.errors import InputError
 from hisparse.reference.invariants import check_multi_step, snapshot
 from hisparse.reference.swap_multi_cases import build_case, token_words
 from hisparse.state import MultiStepState, multi_step_sizes, new_multi_step_state
+from _gpu import GPU_ONLY, ITEM_SIZES
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-]
+pytestmark = GPU_ONLY
 
-ITEM_SIZES = (576, 656, 1152, 584, 512, 100, 4)
 HOST_ROWS = 1 << 16  # shared host pool per item size: token t of slot r uses host row (t + 7919 r) % HOST_ROWS
 SPARE_ROWS = 8
 

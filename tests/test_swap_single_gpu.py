@@ -20,14 +20,10 @@ import pytest
 import torch
 
 from hisparse.errors import InputError
-from _graphs import capture_allocation
+from _gpu import GPU_ONLY, ITEM_SIZES, capture_allocation
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-]
+pytestmark = GPU_ONLY
 
-ITEM_SIZES = (576, 656, 1152, 584, 512, 100, 4)
 BLOCK_SIZES_TESTED = ((1024, False), (1024, True), (128, True), (256, False), (960, True))
 
 
