@@ -47,7 +47,7 @@ for s in "$@"; do
              # the per-commit trees for a node without git: runs then go to history-trees/, recorded later)
              n=${s#history:}
              if command -v git >/dev/null; then
-               step history bash -c "rm -rf /tmp/hs-repo && git clone -q .bundle/main.bundle /tmp/hs-repo && cd /tmp/hs-repo && python3 -m hisparse history HEAD~$n..HEAD --results $OUT/history-results --machine \${HISPARSE_MACHINE:-h200-sxm} --python python3"
+               step history bash -c "rm -rf /tmp/hs-repo && git clone -q -b main .bundle/main.bundle /tmp/hs-repo && cd /tmp/hs-repo && python3 -m hisparse history HEAD~$n..HEAD --results $OUT/history-results --machine \${HISPARSE_MACHINE:-h200-sxm} --python python3"
              else
                step history-trees bash scripts/run_trees.sh .bundle/trees "$OUT/history-trees"
              fi ;;
