@@ -8,6 +8,10 @@ p-value on the raw samples, and a classification:
 - "improved":  significant and ratio < 1 - threshold;
 - "unchanged": everything else (a significant shift smaller than the threshold is noise for a gate);
 - "failed":    either side has no timing (failed/skipped case); ``note`` says which side.
+
+A side whose samples fall into two separated modes (``stats.modes``) is named in ``note``; when both
+are bimodal the note gives the ratio of their mode centres, which is the stable comparison there
+(the median moves with the mix of the two modes). The classification itself is unchanged.
 """
 from __future__ import annotations
 
@@ -65,6 +69,7 @@ def compare_samples(
     lo, hi = stats.bootstrap_ratio_ci(base, head, confidence=confidence, seed=seed)
     p = stats.mann_whitney_u(head, base).p_value
     significant = p < alpha
+    note = modes_note(base, head)
     if significant and ratio > 1 + threshold:
         cls = "regressed"
     elif significant and ratio < 1 - threshold:
@@ -73,7 +78,24 @@ def compare_samples(
         cls = "unchanged"
     return Verdict(case_id=case_id, classification=cls, base_median_us=mb, head_median_us=mh, ratio=ratio,
                    ci_low=lo, ci_high=hi, p_value=p, significant=significant, n_base=len(base),
-                   n_head=len(head))
+                   n_head=len(head), note=note)
+
+
+def modes_note(base: list[float] | tuple[float, ...], head: list[float] | tuple[float, ...]) -> str | None:
+    """"bimodal in A" / "in B" / "in both, modes B/A 1.002, 0.998" (low and high mode centres), or None."""
+    ma, mb = stats.modes(base), stats.modes(head)
+    if not (ma or mb):
+        return None
+    if not (ma and mb):
+        return "bimodal in " + ("A" if ma else "B")
+    ratios = ", ".join(f"{b.center / a.center:.3f}" if a.center else "nan" for a, b in zip(ma, mb))
+    return f"bimodal in both, modes B/A {ratios}"
+
+
+def within(verdicts: list[Verdict], threshold: float) -> tuple[int, int]:
+    """(cases whose median ratio is within 1 +- threshold, cases with a ratio): re-run agreement."""
+    rated = [v for v in verdicts if v.ratio is not None and not math.isnan(v.ratio)]
+    return sum(1 for v in rated if abs(v.ratio - 1) <= threshold), len(rated)
 
 
 def compare(

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from hisparse.compare import any_regression, compare, compare_samples, comparability_warnings, only_in
+from hisparse.compare import any_regression, compare, compare_samples, comparability_warnings, only_in, within
 from hisparse.results import CaseResult, RunRecord
 from hisparse.stats import summary
 
@@ -91,3 +91,29 @@ def test_bad_arguments_raise():
         compare_samples("c", [1.0], [1.0], alpha=0)
     with pytest.raises(ValueError):
         compare_samples("c", [1.0], [1.0], threshold=-1)
+
+
+def _bimodal(low_share, n=30, low=53.2, high=55.2, seed=0):
+    """n samples, round(low_share * n) of them near ``low`` and the rest near ``high`` (+-0.1)."""
+    rng = random.Random(seed)
+    k = round(low_share * n)
+    return [low + rng.uniform(-0.1, 0.1) for _ in range(k)] + [high + rng.uniform(-0.1, 0.1) for _ in range(n - k)]
+
+
+def test_bimodal_runs_name_the_mode_ratio_not_just_the_median():
+    # same two modes, the mix flips from 40/60 to 60/40: the median jumps ~3.7%, the modes do not move
+    a, b = _bimodal(0.4, seed=1), _bimodal(0.6, seed=2)
+    v = compare_samples("c", a, b, threshold=0.02)
+    assert v.ratio < 0.98  # the median moved past 2%
+    assert v.note.startswith("bimodal in both, modes B/A ")
+    low_ratio, high_ratio = (float(x) for x in v.note.split("B/A ")[1].split(", "))
+    assert low_ratio == pytest.approx(1.0, abs=0.005) and high_ratio == pytest.approx(1.0, abs=0.005)
+    assert compare_samples("c", a, _noisy(55.2, 0.001, n=30)).note == "bimodal in A"
+    assert compare_samples("c", _noisy(100, 0.01, n=30), _noisy(100, 0.01, n=30, seed=3)).note is None
+
+
+def test_within_counts_re_run_agreement_of_medians():
+    a = _run("A", [_case("x", _noisy(100, 0.001)), _case("y", _noisy(100, 0.001)), _case("z", [1.0], "failed")])
+    b = _run("B", [_case("x", _noisy(101, 0.001)), _case("y", _noisy(103, 0.001)), _case("z", [1.0], "failed")])
+    assert within(compare(a, b), 0.02) == (1, 2)  # x 1% in, y 3% out, z has no ratio
+    assert within(compare(a, b), 0.05) == (2, 2)

@@ -1,6 +1,7 @@
-"""hisparse.stats: summary, Mann-Whitney U (hand-computed cases), bootstrap CI of a ratio."""
+"""hisparse.stats: summary, Mann-Whitney U (hand-computed cases), bootstrap CI of a ratio, modes."""
 import itertools
 import math
+import random
 from collections import Counter
 
 import pytest
@@ -109,3 +110,43 @@ def test_bootstrap_ratio_ci_of_identical_runs_contains_one():
     a = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98, 1.01, 0.99, 1.0]
     lo, hi = stats.bootstrap_ratio_ci(a, list(reversed(a)))
     assert lo <= 1.0 <= hi
+
+
+# ---------------------------------------------------------------------------------------------
+# Modes
+
+
+def _two_groups(low_n, high_n):
+    """low_n samples 53.0, 53.1, ... 53.0+0.1*(low_n-1) cycling through 5 values, high_n likewise from 55.0."""
+    return [53.0 + 0.1 * (i % 5) for i in range(low_n)] + [55.0 + 0.1 * (i % 5) for i in range(high_n)]
+
+
+def test_modes_split_two_separated_groups():
+    xs = _two_groups(13, 17)
+    random.Random(0).shuffle(xs)  # order must not matter
+    low, high = stats.modes(xs)
+    # by hand: low group 13 values of 53.0..53.4 cycling -> sorted median is the 7th = 53.2;
+    # high group 17 values of 55.0..55.4 -> the 9th sorted = 55.2
+    assert (low.center, low.low, low.high) == pytest.approx((53.2, 53.0, 53.4))
+    assert (high.center, high.low, high.high) == pytest.approx((55.2, 55.0, 55.4))
+    assert (low.fraction, high.fraction) == pytest.approx((13 / 30, 17 / 30))
+    d = stats.summary(xs).to_dict()
+    assert [m["center_us"] for m in d["modes"]] == pytest.approx([53.2, 55.2])
+
+
+def test_modes_leave_unimodal_noise_alone():
+    rng = random.Random(1)
+    for n in (20, 30, 90):
+        for _ in range(200):
+            assert stats.modes([100 + rng.gauss(0, 1) for _ in range(n)]) == ()
+    assert "modes" not in stats.summary([100 + rng.gauss(0, 1) for _ in range(30)]).to_dict()
+
+
+def test_modes_need_enough_samples_on_each_side_and_a_real_gap():
+    assert stats.modes(_two_groups(28, 2)) == ()  # 2 outliers are not a mode (needs max(3, 10%))
+    assert stats.modes(_two_groups(9, 9)) == ()  # fewer than MODE_MIN_SAMPLES
+    close = [100.0 + 0.01 * (i % 5) for i in range(15)] + [100.5 + 0.01 * (i % 5) for i in range(15)]
+    assert stats.modes(close) == ()  # gap 0.46 < 1% of the median
+    assert len(stats.modes(close, min_gap=0.001)) == 2
+    wide = [50 + i * 0.5 for i in range(15)] + [60 + i * 0.5 for i in range(15)]
+    assert stats.modes(wide) == ()  # gap 3.0 < 2 x the groups' IQR (3.5)

@@ -6,6 +6,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from hisparse import stats
+from hisparse.compare import within
 from hisparse.results import RunRecord
 
 REFERENCE_NOTE = ("NOTE: backend 'reference': times are PyTorch-reference times on the CPU, not kernel "
@@ -93,12 +95,25 @@ def failed_table(run: RunRecord) -> str:
     return f"{len(bad)} case(s) not timed:\n" + "\n".join(f"  {c.status.upper()} {c.case_id}: {c.reason}" for c in bad)
 
 
+def bimodal_table(run: RunRecord) -> str:
+    """The timed cases whose samples fall into two modes, with each mode's centre and share."""
+    lines = []
+    for c in run.cases:
+        found = stats.modes(c.samples_us) if c.ok and c.samples_us else ()
+        if found:
+            lines.append(f"  {c.case_id}: " + " | ".join(f"{m.center:,.1f} us x{m.fraction:.0%}" for m in found))
+    if not lines:
+        return ""
+    return (f"{len(lines)} case(s) bimodal (their median moves with the mix of the two modes; "
+            "compare the mode centres):\n" + "\n".join(lines))
+
+
 def run_summary(run: RunRecord) -> str:
-    """Header, the per-case table, failed cases with reasons, pruned count."""
+    """Header, the per-case table, bimodal cases, failed cases with reasons, pruned count."""
     parts = [run_header(run), "", run_table(run)]
-    failed = failed_table(run)
-    if failed:
-        parts += ["", failed]
+    for extra in (bimodal_table(run), failed_table(run)):
+        if extra:
+            parts += ["", extra]
     pruned = run.config.get("pruned") or []
     ok = sum(1 for c in run.cases if c.ok)
     parts += ["", f"{ok} ok, {len(run.cases) - ok} failed/skipped, {len(pruned)} pruned by the config's rules"
@@ -115,8 +130,10 @@ def compare_table(verdicts: Sequence[Any], *, threshold: float, alpha: float) ->
     if not rows:
         return "(no common cases)"
     counts = {k: sum(1 for v in verdicts if v.classification == k) for k in ("regressed", "improved", "unchanged", "failed")}
+    agree, rated = within(list(verdicts), threshold)
     foot = (f"ratio = B/A median time per call (> 1: B slower); significant: Mann-Whitney p < {alpha}; "
-            f"threshold {threshold:.1%}.\n" + ", ".join(f"{n} {k}" for k, n in counts.items()))
+            f"threshold {threshold:.1%}.\n" + ", ".join(f"{n} {k}" for k, n in counts.items())
+            + f"; medians within {threshold:.1%}: {agree} of {rated}")
     return table(["case", "A us", "B us", "B/A", "95% CI", "p", "verdict"], rows, "lrrrrrl") + "\n" + foot
 
 

@@ -1,0 +1,36 @@
+"""hisparse.render.text: the run summary names bimodal cases; compare's footer counts re-run agreement."""
+import random
+
+from hisparse.compare import compare
+from hisparse.render import text
+from hisparse.results import CaseResult, RunRecord
+from hisparse.stats import summary
+
+
+def _case(case_id, samples):
+    return CaseResult(case_id=case_id, params={"implementation": "multi_step"}, status="ok",
+                      samples_us=tuple(samples), stats=summary(samples).to_dict())
+
+
+def _run(run_id, cases):
+    return RunRecord(run_id=run_id, created="2026-11-29T23:00:00Z", backend="cuda", config={"name": "t", "hash": "h"},
+                     environment={"machine": "m", "gpu": "NVIDIA H200"}, floors={}, cases=tuple(cases))
+
+
+def test_run_summary_lists_bimodal_cases_with_their_modes():
+    rng = random.Random(0)
+    steady = [100 + rng.uniform(-0.2, 0.2) for _ in range(30)]
+    two = [53.2] * 12 + [55.2] * 18  # 40% / 60%
+    run = _run("r", [_case("steady", steady), _case("two", two)])
+    out = text.run_summary(run)
+    assert "1 case(s) bimodal" in out
+    assert "  two: 53.2 us x40% | 55.2 us x60%" in out
+    assert "steady:" not in out
+    assert text.bimodal_table(_run("r", [_case("steady", steady)])) == ""
+
+
+def test_compare_table_footer_counts_medians_within_threshold():
+    a = _run("A", [_case("x", [100.0] * 10), _case("y", [100.0] * 10)])
+    b = _run("B", [_case("x", [101.0] * 10), _case("y", [104.0] * 10)])
+    out = text.compare_table(compare(a, b, threshold=0.02), threshold=0.02, alpha=0.01)
+    assert out.rstrip().endswith("medians within 2.0%: 1 of 2")
