@@ -165,7 +165,7 @@ def speedup_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
     # planned copy's 4 layers with one LRU layer).
     cases = [c for c in _ok(run) if c.speedup is not None]
     return _line_plot(run, out_dir / "speedup_vs_batch.png", "batch", lambda c: c.speedup, cases=cases,
-                      ylabel="speedup over sequential LRU (x)", title="Speedup vs batch", hline=1.0)
+                      ylabel="speedup over its sequential-LRU baseline (x)", title="Speedup vs batch", hline=1.0)
 
 
 def floor_fraction(run: RunRecord, out_dir: Path) -> Path | None:
