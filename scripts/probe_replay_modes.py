@@ -1,0 +1,103 @@
+"""Probe: is a case's per-replay bimodality caused by the timing method? (GPU only.)
+
+Some H200 cases alternate between two times from one graph replay to the next (e.g.
+multi_step/upstream/b4/.../pdl0: ~53.2 or ~55.2 us per call, ~50/50). This times one workload's
+100-call graph under variants of the engine's replay loop (hisparse/timing.py ``_time_cuda``):
+  base          L2 flush + NVML clock sampling during the replay (what the engine does)
+  noflush       no L2 flush before the replay
+  noclock       no clock sampling
+  spin          a ~1 ms spin kernel before the start event (NVBench's blocking-kernel idea: the graph
+                is fully submitted before timing starts, so launch latency cannot enter the sample)
+  spin-noclock  both
+and records the host-side duration of ``graph.replay()`` per sample, to see whether it tracks the mode.
+
+    python3 scripts/probe_replay_modes.py [CASE_ID ...]     (cases of configs/default.yaml)
+
+Output per case and variant: median/min/max of 60 samples, how many fall below the min-max midpoint,
+the median launch time overall and per half, then the first 30 samples.
+"""
+from __future__ import annotations
+
+import statistics as st
+import sys
+import time
+
+import torch
+
+from hisparse import implementations, timing
+from hisparse.backends import get_backend
+from hisparse.config_load import load_config
+from hisparse.workload import make_workload
+
+VARIANTS = (  # name, L2 flush, clock sampling, spin kernel before the start event
+    ("base", True, True, False), ("noflush", False, True, False), ("noclock", True, False, False),
+    ("spin", True, True, True), ("spin-noclock", True, False, True), ("base2", True, True, False),
+)
+CALLS, REPLAYS, SPIN_CYCLES = 100, 60, 2_000_000  # 2e6 cycles ~ 1 ms at 1.98 GHz
+
+
+def capture(bound, workload) -> torch.cuda.CUDAGraph:
+    workload.reset()
+    for _ in range(5):
+        bound.call()
+    workload.reset()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(CALLS):
+            bound.call()
+    torch.cuda.synchronize()
+    return graph
+
+
+def time_variant(graph, workload, flush: bool, clocks: bool, spin: bool) -> tuple[list[float], list[float]]:
+    """(per-call us, host us spent in graph.replay()) for REPLAYS replays after one warm replay."""
+    flush_buf, sampler = timing.l2_flush_buffer(0), timing.ClockSampler(0)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    per_call, launch = [], []
+    for _ in range(REPLAYS + 1):
+        workload.reset()
+        if flush:
+            flush_buf.zero_()
+        if spin:
+            torch.cuda._sleep(SPIN_CYCLES)
+        start.record()
+        t0 = time.perf_counter()
+        graph.replay()
+        t1 = time.perf_counter()
+        end.record()
+        if clocks:
+            sampler.sample()
+        end.synchronize()
+        per_call.append(start.elapsed_time(end) * 1000.0 / CALLS)
+        launch.append((t1 - t0) * 1e6)
+    return per_call[1:], launch[1:]
+
+
+def report(case_id: str, name: str, xs: list[float], ls: list[float]) -> str:
+    mid = (min(xs) + max(xs)) / 2
+    low = [i for i, x in enumerate(xs) if x < mid]
+    high = [i for i in range(len(xs)) if i not in low]
+    half = lambda idx: st.median([ls[i] for i in idx]) if idx else 0.0  # noqa: E731
+    return (f"{case_id[:40]:40s} {name:13s} med {st.median(xs):6.2f} min {min(xs):6.2f} max {max(xs):6.2f} "
+            f"low {len(low):2d}/{len(xs)}  launch_us med {st.median(ls):6.1f} (low {half(low):6.1f} "
+            f"high {half(high):6.1f})\n    " + " ".join(f"{x:.1f}" for x in xs[:30]))
+
+
+def main(case_ids: list[str]) -> None:
+    cases = {c.case_id: c for c in load_config("configs/default.yaml").expand()}
+    backend = get_backend("cuda")
+    for case_id in case_ids or ["multi_step/upstream/b4/s4/k2048/h4096/i576/pdl0"]:
+        case = cases[case_id]
+        workload = make_workload(case, "cuda")
+        bound = implementations.bind(case.implementation, backend, workload, pdl=case.pdl)
+        graph = capture(bound, workload)
+        for name, flush, clocks, spin in VARIANTS:
+            print(report(case_id, name, *time_variant(graph, workload, flush, clocks, spin)), flush=True)
+        del graph, bound, workload
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
