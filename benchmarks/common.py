@@ -107,11 +107,31 @@ class Prepared:
                 raise RuntimeError(f"{case.case_id}: check call {i} failed: {violations[0]}")
 
     def sample_seconds(self) -> list[float]:
-        """One sample per replay, seconds per call (hisparse.timing: CUDA graph + events on a GPU)."""
+        """One sample per replay, seconds per call (hisparse.timing: CUDA graph + events on a GPU), over
+        the case's ``timing.rounds`` as the engine times them: round 0 on this workload, each further
+        round on a fresh one at another placement (``hisparse.measure.time_round``), so that asv's
+        median pools the same placements as a `hisparse-bench run` file. A commit without
+        ``time_round`` times one round."""
+        settings = self.timing.Settings.of(self.case.timing)
         self.workload.reset()
-        m = self.timing.time_calls(self.bound.call, reset=self.workload.reset,
-                                   settings=self.timing.Settings.of(self.case.timing), device=self.backend.device)
-        return [us * 1e-6 for us in m.samples_us]
+        samples = list(self.timing.time_calls(self.bound.call, reset=self.workload.reset, settings=settings,
+                                              device=self.backend.device).samples_us)
+        time_round = hisparse_attr("measure", "time_round")
+        make_workload = hisparse_attr("measure", "default_make_workload")
+        release = hisparse_attr("measure", "release")
+        rounds = int(getattr(self.case.timing, "rounds", 1) or 1)
+        if None in (time_round, make_workload, release):
+            rounds = 1
+        held: list = []  # each round's device buffer stays allocated, so the next one lands elsewhere
+        try:
+            for r in range(1, rounds):
+                measured, _ = time_round(self.case, self.backend, make_workload, settings, r, held)
+                samples += measured.samples_us
+        finally:
+            held.clear()
+            if rounds > 1:
+                release(self.backend.device)
+        return [us * 1e-6 for us in samples]
 
 
 @functools.lru_cache(maxsize=4)

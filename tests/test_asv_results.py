@@ -3,6 +3,7 @@ benchmarks/ discovered by asv with our gpu_time_ benchmark type; and a real `asv
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import math
 import os
@@ -207,3 +208,20 @@ def test_asv_run_round_trip_on_cpu(plugin_path, tmp_path):
     assert timed, proc.stdout[-3000:]
     for i in timed:
         assert len(samples[i]) >= 10 and stats[i]["q_25"] <= values[i] <= stats[i]["q_75"]
+
+
+def test_asv_samples_pool_the_timing_rounds_like_the_engine(tmp_path, monkeypatch):
+    """benchmarks/common.py times ``timing.rounds`` rounds (fresh workload each) like `hisparse-bench run`:
+    2 rounds x 10 replays on the reference backend give 20 samples per call."""
+    config = tmp_path / "two-rounds.yaml"
+    config.write_text((REPO / "configs" / "cpu-small.yaml").read_text().replace("  replays: 10\n",
+                                                                                 "  replays: 10\n  rounds: 2\n"))
+    monkeypatch.setenv("HISPARSE_ASV_CONFIG", str(config))
+    monkeypatch.setenv("HISPARSE_ASV_BACKEND", "reference")
+    spec = importlib.util.spec_from_file_location("_asv_common_two_rounds", REPO / "benchmarks" / "common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    (case, *_) = [c for c in common.regression_set()[0] if c.implementation == "multi_step"]
+    assert int(case.timing.rounds) == 2
+    samples = common.Prepared(case).sample_seconds()
+    assert len(samples) == 20 and all(0 < s < 1 for s in samples)
