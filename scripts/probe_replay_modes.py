@@ -12,6 +12,10 @@ multi_step/upstream/b4/.../pdl0: ~53.2 or ~55.2 us per call, ~50/50). This times
 and records the host-side duration of ``graph.replay()`` per sample, to see whether it tracks the mode.
 
     python3 scripts/probe_replay_modes.py [CASE_ID ...]     (cases of configs/default.yaml)
+    python3 scripts/probe_replay_modes.py --rotation [CASE_ID ...]
+
+--rotation: before each replay (after the flush) launch k one-CTA kernels, k = 0..N, to move where the
+block scheduler starts; if the mode is a function of k, it is the placement of the small grids.
 
 Output per case and variant: median/min/max of 60 samples, how many fall below the min-max midpoint,
 the median launch time overall and per half, then the first 30 samples.
@@ -84,7 +88,28 @@ def report(case_id: str, name: str, xs: list[float], ls: list[float]) -> str:
             f"high {half(high):6.1f})\n    " + " ".join(f"{x:.1f}" for x in xs[:30]))
 
 
+def rotation(graph, workload, shifts=(0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 33, 66), replays=20) -> None:
+    flush_buf = timing.l2_flush_buffer(0)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for k in shifts:
+        xs = []
+        for _ in range(replays + 1):
+            workload.reset()
+            flush_buf.zero_()
+            for _ in range(k):
+                torch.cuda._sleep(100)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            xs.append(start.elapsed_time(end) * 1000.0 / CALLS)
+        xs = xs[1:]
+        print(f"  shift {k:3d}: median {st.median(xs):6.2f}  " + " ".join(f"{x:.1f}" for x in xs), flush=True)
+
+
 def main(case_ids: list[str]) -> None:
+    rot = "--rotation" in case_ids
+    case_ids = [c for c in case_ids if c != "--rotation"]
     cases = {c.case_id: c for c in load_config("configs/default.yaml").expand()}
     backend = get_backend("cuda")
     for case_id in case_ids or ["multi_step/upstream/b4/s4/k2048/h4096/i576/pdl0"]:
@@ -92,7 +117,11 @@ def main(case_ids: list[str]) -> None:
         workload = make_workload(case, "cuda")
         bound = implementations.bind(case.implementation, backend, workload, pdl=case.pdl)
         graph = capture(bound, workload)
-        for name, flush, clocks, spin in VARIANTS:
+        if rot:
+            print(case_id, flush=True)
+            rotation(graph, workload)
+            rotation(graph, workload, shifts=(0, 1, 2, 3, 4))  # again: is k -> mode repeatable?
+        for name, flush, clocks, spin in VARIANTS if not rot else ():
             print(report(case_id, name, *time_variant(graph, workload, flush, clocks, spin)), flush=True)
         del graph, bound, workload
         torch.cuda.synchronize()
