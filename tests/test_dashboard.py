@@ -183,3 +183,17 @@ def test_cli_dashboard(five_commits, tmp_path):
     res = CliRunner().invoke(cli_main, ["dashboard", "--results", str(five_commits), "--out", str(out), "--no-plots"])
     assert res.exit_code == 0, res.output
     assert "2 benchmark(s)" in res.output and (out / "index.html").is_file()
+
+
+def test_commit_page_notes_a_bimodal_case(tmp_path):
+    results = tmp_path / "results"
+    run = make_run(fake_commit(0), T0, {"multi_step": 100.0, "lru_sequential": 300.0})
+    bimodal = run["cases"][0]
+    bimodal["samples_us"] = [53.2] * 12 + [55.2] * 18  # 40% / 60%, 2 us apart
+    write_run(results, run)
+    out = tmp_path / "site"
+    build_site(results, out, make_plots=False)
+    rows = Page((out / "commit" / f"{fake_commit(0)[:12]}.html").read_text()).rows
+    notes = {r[0]: r[-1] for r in rows if len(r) >= 8 and "/" in r[0]}
+    assert notes[bimodal["case_id"]] == "bimodal: 53.2 us x40% | 55.2 us x60%"
+    assert [n for cid, n in notes.items() if cid != bimodal["case_id"]] == [""]

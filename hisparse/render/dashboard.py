@@ -259,7 +259,13 @@ def _case_row(c: dict) -> list[str]:
     gbps, over = d.get("gbps"), d.get("over_pcie_floor")
     return [E(c["case_id"]), _bad(status) if status == "failed" else E(status), fmt_us(med), fmt_us(st.get("iqr_us")),
             str(len(samples)), "-" if gbps is None else f"{gbps:.2f}", "-" if over is None else f"{over:.2f}",
-            E(str(c.get("reason") or ""))]
+            E(str(c.get("reason") or _modes_note(samples)))]
+
+
+def _modes_note(samples: Sequence[float]) -> str:
+    """"bimodal: 53.2 us x43% | 55.2 us x57%" for a two-mode sample (its median follows the mix), else ""."""
+    found = stats.modes(samples) if samples else ()
+    return "bimodal: " + " | ".join(f"{fmt_us(m.center)} x{m.fraction:.0%}" for m in found) if found else ""
 
 
 def _commit_page(commit: str, runs: list[RunFile], date, make_plots: bool) -> str:
@@ -273,7 +279,7 @@ def _commit_page(commit: str, runs: list[RunFile], date, make_plots: bool) -> st
         body.append(f'<h2>Run {E(r.run_id)}</h2><p class="muted">{E("; ".join(facts))}{flags}</p>')
         if r.data.get("backend") == "reference":
             body.append(REFERENCE_NOTE)
-        body.append(_table(["<case", "<status", "median", "IQR", "n", "GB/s", "x PCIe floor", "<reason"],
+        body.append(_table(["<case", "<status", "median", "IQR", "n", "GB/s", "x PCIe floor", "<reason / note"],
                            (_case_row(c) for c in r.cases)))
         body.append(_plots_html(r, make_plots))
     return _page(f"Commit {commit[:12]}", "".join(body), depth=1)
