@@ -34,7 +34,7 @@ import torch
 
 from hisparse.errors import InputError
 from hisparse.reference.invariants import check_multi_step, snapshot
-from hisparse.reference.swap_multi_cases import build_case, token_words
+from hisparse.reference.swap_multi_cases import build_case, glm52_native_context_case, token_words
 from hisparse.state import MultiStepState, multi_step_sizes, new_multi_step_state
 from _gpu import GPU_ONLY, ITEM_SIZES
 
@@ -487,15 +487,7 @@ def test_scenario6_full_union_overflow_preserves_all_8192_outputs(hot, capacity)
 
 
 def test_scenario7_packed_ring_supports_glm52_native_context_length():
-    seq_len = 1_048_648
-    high = [(1 << 20) + 10 * s + torch.arange(7) for s in range(S)]
-    steps = [torch.cat([torch.arange(K - 8), high[s], torch.tensor([seq_len - 1])]) for s in range(S)]
-    host = torch.zeros((1, seq_len), dtype=torch.bool)
-    host[0, :K] = True
-    host[0, torch.cat(high)] = True
-    host[0, seq_len - 1] = True
-    kw = to_gpu(build_case(_top_k(steps), torch.full((S,), seq_len), hot=HOT, page=PAGE, max_len=seq_len,
-                           host_tokens=host).kwargs)
+    kw = to_gpu(glm52_native_context_case(steps=S, top_k=K, hot=HOT, page=PAGE).kwargs)
     check_call(kw, label="scenario 7 first call")
     assert int(kw["state"].counters[0, 0]) == 29 and _data_matches(kw)
     out1 = kw["top_k_device_locs"].clone()

@@ -16,7 +16,7 @@ from hisparse.reference.bytes import as_rows
 from hisparse.reference.copy_planned import copy_planned
 from hisparse.reference.invariants import check_multi_step, snapshot
 from hisparse.reference.swap_multi import swap_multi_step
-from hisparse.reference.swap_multi_cases import build_case, token_words
+from hisparse.reference.swap_multi_cases import build_case, glm52_native_context_case, token_words
 from hisparse.state import new_multi_step_state
 
 HOT, PAGE, S, K, WORDS = 4096, 64, 4, 2048, 72
@@ -183,15 +183,7 @@ def test_full_union_overflow_preserves_all_8192_outputs():
 # ---- §6.1 scenario 7: GLM-5.2 native context (tokens above 2^20) -----------------------------------
 
 def test_packed_ring_supports_glm52_native_context_length():
-    seq_len = 1_048_648
-    high = [(1 << 20) + 10 * s + torch.arange(7) for s in range(S)]
-    steps = [torch.cat([torch.arange(K - 8), high[s], torch.tensor([seq_len - 1])]) for s in range(S)]
-    host = torch.zeros((1, seq_len), dtype=torch.bool)
-    host[0, :K] = True
-    host[0, torch.cat(high)] = True
-    host[0, seq_len - 1] = True
-    case = build_case(_top_k(steps), torch.full((S,), seq_len), hot=HOT, page=PAGE, max_len=seq_len,
-                      host_tokens=host)
+    case = glm52_native_context_case(steps=S, top_k=K, hot=HOT, page=PAGE)
     first = _run_checked(case)
     assert first.requests[0].unique_misses == 29 and first.requests[0].mode == "union"
     assert _data_matches(case)

@@ -113,3 +113,19 @@ def build_case(
             miss_count=torch.full((bs,), -5, dtype=torch.int32),
         )
     return MultiCase(kwargs=kwargs, hot=hot, page=page, capacity=cap, words=words, row_base=base)
+
+
+def glm52_native_context_case(*, steps: int = 4, top_k: int = 2048, hot: int = 4096, page: int = 64) -> MultiCase:
+    """Reference doc §6.1 scenario 7 (GLM-5.2 native context, tokens above 2^20): one request of
+    1,048,648 tokens whose ``steps`` top-k sets share top_k - 8 low tokens and add 7 tokens above 2^20
+    each plus the last token, so the first call misses 29 unique rows (4 steps) and a second call hits
+    them all through the packed hash ring."""
+    seq_len = 1_048_648
+    high = [(1 << 20) + 10 * s + torch.arange(7) for s in range(steps)]
+    per_step = [torch.cat([torch.arange(top_k - 8), high[s], torch.tensor([seq_len - 1])]) for s in range(steps)]
+    host = torch.zeros((1, seq_len), dtype=torch.bool)
+    host[0, :top_k] = True
+    host[0, torch.cat(high)] = True
+    host[0, seq_len - 1] = True
+    tokens = torch.stack([t.to(torch.int32) for t in per_step]).unsqueeze(0)
+    return build_case(tokens, torch.full((steps,), seq_len), hot=hot, page=page, max_len=seq_len, host_tokens=host)
