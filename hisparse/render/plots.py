@@ -117,6 +117,32 @@ def _backend_note(run: RunRecord) -> str:
     return "\n(reference backend: PyTorch times on the CPU, not kernel times)" if run.backend == "reference" else ""
 
 
+def _draw_panels(run: RunRecord, panels: dict[str, dict[str, list]], path: Path, title: str,
+                 draw: Callable[[Any, str, list], None], *, xlabel: str, ylabel: str, logx: bool = True,
+                 hline: float | None = None, hline_style: str = "--") -> Path:
+    """The shared frame of the line plots: one panel per workload, ``draw(ax, label, points)`` per
+    series, then the log2 x axis, the reference line, titles, grid and the legend outside."""
+    plt = _pyplot()
+    fig, axes = _figure(plt, len(panels))
+    try:
+        for ax, (workload, series) in zip(axes, panels.items()):
+            for label, points in series.items():
+                draw(ax, label, points)
+            xs_all = {x for pts in series.values() for x, _ in pts if x}
+            if logx and xs_all:
+                _log2_axis(ax, xs_all)
+            if hline is not None:
+                ax.axhline(hline, color="grey", linestyle=hline_style, linewidth=1)
+            ax.set_title(f"workload: {workload}")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.grid(True, alpha=0.3)
+            _legend(ax)
+        return _save(fig, path, title + _backend_note(run))
+    finally:
+        plt.close(fig)
+
+
 def _line_plot(run: RunRecord, path: Path, x_key: str, y_of: Callable[[CaseResult], float | None], *,
                ylabel: str, title: str, cases: list[CaseResult] | None = None, logx: bool = True,
                hline: float | None = None, errors: bool = False, min_points: int = 2) -> Path | None:
@@ -127,32 +153,18 @@ def _line_plot(run: RunRecord, path: Path, x_key: str, y_of: Callable[[CaseResul
                        lambda points: sum(y_of(c) is not None for _, c in points) >= min_points)
     if not panels:
         return None
-    plt = _pyplot()
-    fig, axes = _figure(plt, len(panels))
-    try:
-        for ax, (workload, series) in zip(axes, panels.items()):
-            for label, points in series.items():
-                pts = [(x, y_of(c), c) for x, c in points if y_of(c) is not None]
-                xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-                if errors:
-                    lo = [y - p[2].stats["q1_us"] for y, p in zip(ys, pts)]
-                    hi = [p[2].stats["q3_us"] - y for y, p in zip(ys, pts)]
-                    ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label)
-                else:
-                    ax.plot(xs, ys, marker="o", label=label)
-            xs_all = {x for pts in series.values() for x, _ in pts if x}
-            if logx and xs_all:
-                _log2_axis(ax, xs_all)
-            if hline is not None:
-                ax.axhline(hline, color="grey", linestyle="--", linewidth=1)
-            ax.set_title(f"workload: {workload}")
-            ax.set_xlabel(x_key)
-            ax.set_ylabel(ylabel)
-            ax.grid(True, alpha=0.3)
-            _legend(ax)
-        return _save(fig, path, title + _backend_note(run))
-    finally:
-        plt.close(fig)
+
+    def draw(ax: Any, label: str, points: list) -> None:
+        pts = [(x, y_of(c), c) for x, c in points if y_of(c) is not None]
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        if errors:
+            lo = [y - p[2].stats["q1_us"] for y, p in zip(ys, pts)]
+            hi = [p[2].stats["q3_us"] - y for y, p in zip(ys, pts)]
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label)
+        else:
+            ax.plot(xs, ys, marker="o", label=label)
+
+    return _draw_panels(run, panels, path, title, draw, xlabel=x_key, ylabel=ylabel, logx=logx, hline=hline)
 
 
 def latency_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
@@ -173,31 +185,19 @@ def floor_fraction(run: RunRecord, out_dir: Path) -> Path | None:
     panels = _drawable(_grouped(_ok(run), "batch"), lambda points: len(points) >= 2)  # trends only
     if not panels:
         return None
-    plt = _pyplot()
-    fig, axes = _figure(plt, len(panels))
-    try:
-        for ax, (workload, series) in zip(axes, panels.items()):
-            for label, points in series.items():
-                color = None  # one color per series: PCIe floor solid, gather floor dashed
-                for key, style in (("pcie_floor_us", "-"), ("gather_floor_us", "--")):
-                    pts = [(x, 100.0 * c.floor[key] / c.stats["median_us"]) for x, c in points
-                           if c.floor and c.floor.get(key) and c.stats["median_us"]]
-                    if pts:
-                        (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", color=color,
-                                          label=f"{label} ({key.split('_')[0]})")
-                        color = line.get_color()
-            xs_all = {x for pts in series.values() for x, _ in pts if x}
-            if xs_all:
-                _log2_axis(ax, xs_all)
-            ax.axhline(100.0, color="grey", linestyle=":", linewidth=1)
-            ax.set_title(f"workload: {workload}")
-            ax.set_xlabel("batch")
-            ax.set_ylabel("% of floor (floor time / time)")
-            ax.grid(True, alpha=0.3)
-            _legend(ax)
-        return _save(fig, out_dir / "floor_fraction.png", "Fraction of the floors reached" + _backend_note(run))
-    finally:
-        plt.close(fig)
+
+    def draw(ax: Any, label: str, points: list) -> None:
+        color = None  # one color per series: PCIe floor solid, gather floor dashed
+        for key, style in (("pcie_floor_us", "-"), ("gather_floor_us", "--")):
+            pts = [(x, 100.0 * c.floor[key] / c.stats["median_us"]) for x, c in points
+                   if c.floor and c.floor.get(key) and c.stats["median_us"]]
+            if pts:
+                (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", color=color,
+                                  label=f"{label} ({key.split('_')[0]})")
+                color = line.get_color()
+
+    return _draw_panels(run, panels, out_dir / "floor_fraction.png", "Fraction of the floors reached", draw,
+                        xlabel="batch", ylabel="% of floor (floor time / time)", hline=100.0, hline_style=":")
 
 
 def pdl_effect(run: RunRecord, out_dir: Path) -> Path | None:
