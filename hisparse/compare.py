@@ -2,8 +2,9 @@
 render/text.py and the exit code is decided in commands/compare.py.
 
 For every case id present in both runs: ratio = median(B) / median(A) (> 1: B is slower, every
-``*_us`` metric is lower-is-better), a bootstrap CI of that ratio, the two-sided Mann-Whitney U
-p-value on the raw samples, and a classification:
+``*_us`` metric is lower-is-better), a bootstrap CI of that ratio (two-level, rounds then samples,
+where the run file records ``timing.samples_per_round``), the two-sided Mann-Whitney U p-value on the
+raw samples, and a classification:
 - "regressed": significant (p < alpha) and ratio > 1 + threshold;
 - "improved":  significant and ratio < 1 - threshold;
 - "unchanged": everything else (a significant shift smaller than the threshold is noise for a gate);
@@ -58,15 +59,19 @@ def compare_samples(
     alpha: float = 0.01,
     confidence: float = 0.95,
     seed: int = 0,
+    rounds_base: list[int] | tuple[int, ...] | None = None,
+    rounds_head: list[int] | tuple[int, ...] | None = None,
 ) -> Verdict:
-    """Verdict for one case from raw samples (base = A, head = B)."""
+    """Verdict for one case from raw samples (base = A, head = B); ``rounds_*``: samples per timing
+    round of each side, for the CI (stats.bootstrap_ratio_ci)."""
     if threshold < 0:
         raise ValueError(f"threshold: must be >= 0, got {threshold}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha: must be in (0, 1), got {alpha}")
     mb, mh = stats.median(base), stats.median(head)
     ratio = mh / mb if mb != 0 else math.nan
-    lo, hi = stats.bootstrap_ratio_ci(base, head, confidence=confidence, seed=seed)
+    lo, hi = stats.bootstrap_ratio_ci(base, head, confidence=confidence, seed=seed, rounds_a=rounds_base,
+                                      rounds_b=rounds_head)
     p = stats.mann_whitney_u(head, base).p_value
     significant = p < alpha
     note = modes_note(base, head)
@@ -122,7 +127,9 @@ def compare(
             ))
             continue
         verdicts.append(compare_samples(ca.case_id, ca.samples_us, cb.samples_us, threshold=threshold,
-                                        alpha=alpha, confidence=confidence))
+                                        alpha=alpha, confidence=confidence,
+                                        rounds_base=ca.timing.get("samples_per_round"),
+                                        rounds_head=cb.timing.get("samples_per_round")))
     return verdicts
 
 

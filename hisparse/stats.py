@@ -8,7 +8,9 @@ derived from the stored samples, never stored instead of them).
   approximation with tie correction and continuity correction. Same definitions as
   ``scipy.stats.mannwhitneyu`` (``method="exact"`` / ``"asymptotic"``, ``use_continuity=True``);
   scipy is not a dependency, so the tests check hand-computed cases.
-- ``bootstrap_ratio_ci``: percentile bootstrap CI of median(b) / median(a).
+- ``bootstrap_ratio_ci``: percentile bootstrap CI of median(b) / median(a); with each side's round
+  sizes it resamples rounds first, then samples within them (a two-level bootstrap: samples of one
+  round share a placement and are not independent).
 - ``modes``: a two-mode split of the samples when they clearly fall into two separated groups (the
   median of such a sample sits in whichever group holds more than half, so it moves with their mix).
 """
@@ -250,6 +252,32 @@ def mann_whitney_u(
 # Bootstrap
 
 
+def _split(samples: np.ndarray, sizes: Sequence[int] | None) -> list[np.ndarray]:
+    """``samples`` cut into consecutive groups of ``sizes`` (one group when sizes is None or does not add up)."""
+    if not sizes or sum(sizes) != samples.size or any(int(k) <= 0 for k in sizes):
+        return [samples]
+    edges = np.cumsum([0, *[int(k) for k in sizes]])
+    return [samples[edges[i]:edges[i + 1]] for i in range(len(sizes))]
+
+
+def _resampled_medians(groups: list[np.ndarray], n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of ``n_resamples`` bootstrap samples: pick len(groups) groups with replacement, then
+    resample each picked group's values with replacement (one group: the ordinary bootstrap)."""
+    if len(groups) == 1:
+        x = groups[0]
+        return np.median(x[rng.integers(0, x.size, size=(n_resamples, x.size))], axis=1)
+    if len({g.size for g in groups}) == 1:  # the usual case (equal rounds): vectorised
+        table, (g, n) = np.stack(groups), (len(groups), groups[0].size)
+        picked = rng.integers(0, g, size=(n_resamples, g, 1))
+        values = table[picked, rng.integers(0, n, size=(n_resamples, g, n))]
+        return np.median(values.reshape(n_resamples, g * n), axis=1)
+    out = np.empty(n_resamples)
+    for r in range(n_resamples):
+        picked = rng.integers(0, len(groups), size=len(groups))
+        out[r] = np.median(np.concatenate([(g := groups[k])[rng.integers(0, g.size, size=g.size)] for k in picked]))
+    return out
+
+
 def bootstrap_ratio_ci(
     a: Sequence[float],
     b: Sequence[float],
@@ -257,11 +285,16 @@ def bootstrap_ratio_ci(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
+    rounds_a: Sequence[int] | None = None,
+    rounds_b: Sequence[int] | None = None,
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of median(b) / median(a) (a = base, b = head; > 1 means b is slower).
 
     Both samples are resampled independently with replacement; deterministic for a given seed.
-    Returns (nan, nan) when a resampled base median can be 0.
+    ``rounds_a`` / ``rounds_b``: the side's samples per timing round, in order (a result file's
+    ``timing.samples_per_round``); with two or more rounds that side is resampled in two levels, so
+    a placement that moved one round widens the interval as it should. Returns (nan, nan) when a
+    resampled base median can be 0.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence: must be in (0, 1), got {confidence}")
@@ -270,8 +303,8 @@ def bootstrap_ratio_ci(
     xa = np.asarray(_as_floats("a", a))
     xb = np.asarray(_as_floats("b", b))
     rng = np.random.default_rng(seed)
-    ma = np.median(xa[rng.integers(0, xa.size, size=(n_resamples, xa.size))], axis=1)
-    mb = np.median(xb[rng.integers(0, xb.size, size=(n_resamples, xb.size))], axis=1)
+    ma = _resampled_medians(_split(xa, rounds_a), n_resamples, rng)
+    mb = _resampled_medians(_split(xb, rounds_b), n_resamples, rng)
     if np.any(ma == 0):
         return (math.nan, math.nan)
     ratios = mb / ma

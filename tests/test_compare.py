@@ -1,5 +1,6 @@
 """hisparse.compare on synthetic samples: same distribution -> unchanged, 10% slower -> regressed."""
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -117,3 +118,19 @@ def test_within_counts_re_run_agreement_of_medians():
     b = _run("B", [_case("x", _noisy(101, 0.001)), _case("y", _noisy(103, 0.001)), _case("z", [1.0], "failed")])
     assert within(compare(a, b), 0.02) == (1, 2)  # x 1% in, y 3% out, z has no ratio
     assert within(compare(a, b), 0.05) == (2, 2)
+
+
+def test_compare_uses_each_runs_rounds_for_the_ci():
+    rng = random.Random(4)
+    moved = [100 + rng.gauss(0, 0.2) for _ in range(20)] + [103 + rng.gauss(0, 0.2) for _ in range(10)]
+    steady = [100 + rng.gauss(0, 0.2) for _ in range(30)]
+
+    def with_rounds(case_id, samples, rounds):
+        return replace(_case(case_id, samples), timing={"samples_per_round": rounds})
+
+    a = _run("A", [with_rounds("x", moved, [10, 10, 10])])
+    b = _run("B", [with_rounds("x", steady, [10, 10, 10])])
+    (v,) = compare(a, b)
+    plain = compare_samples("x", moved, steady)
+    assert (v.ratio, v.p_value) == (plain.ratio, plain.p_value)  # only the CI changes
+    assert v.ci_high - v.ci_low > 1.5 * (plain.ci_high - plain.ci_low)

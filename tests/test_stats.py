@@ -150,3 +150,18 @@ def test_modes_need_enough_samples_on_each_side_and_a_real_gap():
     assert len(stats.modes(close, min_gap=0.001)) == 2
     wide = [50 + i * 0.5 for i in range(15)] + [60 + i * 0.5 for i in range(15)]
     assert stats.modes(wide) == ()  # gap 3.0 < 2 x the groups' IQR (3.5)
+
+
+def test_bootstrap_ci_with_rounds_widens_for_a_moved_round_and_matches_iid_without():
+    rng = random.Random(3)
+    a = [100 + rng.gauss(0, 0.2) for _ in range(20)] + [103 + rng.gauss(0, 0.2) for _ in range(10)]  # round 3 moved
+    b = [100 + rng.gauss(0, 0.2) for _ in range(30)]
+    iid = stats.bootstrap_ratio_ci(a, b)
+    assert stats.bootstrap_ratio_ci(a, b, rounds_a=None, rounds_b=None) == iid  # same draws without rounds
+    two_level = stats.bootstrap_ratio_ci(a, b, rounds_a=[10, 10, 10], rounds_b=[10, 10, 10])
+    assert two_level[1] - two_level[0] > 1.5 * (iid[1] - iid[0])
+    # a round pick that is all the moved round (prob 1/27) puts the base median at ~103: ratio ~0.97
+    assert two_level[0] < 0.975 < iid[0]
+    assert stats.bootstrap_ratio_ci(a, b, rounds_a=[10, 10, 10], rounds_b=[10, 10, 10]) == two_level  # seeded
+    assert stats.bootstrap_ratio_ci(a, b, rounds_a=[5, 15, 10], rounds_b=[10, 10, 10]) != two_level  # unequal: loop
+    assert stats.bootstrap_ratio_ci(a, b, rounds_a=[10, 10], rounds_b=None) == iid  # sizes not adding up: one group
