@@ -109,28 +109,19 @@ class Prepared:
     def sample_seconds(self) -> list[float]:
         """One sample per replay, seconds per call (hisparse.timing: CUDA graph + events on a GPU), over
         the case's ``timing.rounds`` as the engine times them: round 0 on this workload, each further
-        round on a fresh one at another placement (``hisparse.measure.time_round``), so that asv's
+        round on a fresh one at another placement (``hisparse.measure.time_rounds``), so that asv's
         median pools the same placements as a `hisparse-bench run` file. A commit without
-        ``time_round`` times one round."""
+        ``time_rounds`` times one round."""
         settings = self.timing.Settings.of(self.case.timing)
         self.workload.reset()
         samples = list(self.timing.time_calls(self.bound.call, reset=self.workload.reset, settings=settings,
                                               device=self.backend.device).samples_us)
-        time_round = hisparse_attr("measure", "time_round")
+        time_rounds = hisparse_attr("measure", "time_rounds")
         make_workload = hisparse_attr("measure", "default_make_workload")
-        release = hisparse_attr("measure", "release")
         rounds = int(getattr(self.case.timing, "rounds", 1) or 1)
-        if None in (time_round, make_workload, release):
-            rounds = 1
-        held: list = []  # each round's device buffer stays allocated, so the next one lands elsewhere
-        try:
-            for r in range(1, rounds):
-                measured, _ = time_round(self.case, self.backend, make_workload, settings, r, held)
+        if time_rounds is not None and make_workload is not None and rounds > 1:
+            for measured in time_rounds(self.case, self.backend, make_workload, settings, range(1, rounds))[0]:
                 samples += measured.samples_us
-        finally:
-            held.clear()
-            if rounds > 1:
-                release(self.backend.device)
         return [us * 1e-6 for us in samples]
 
 

@@ -123,6 +123,24 @@ def time_round(case: Any, backend: Any, make_workload: Callable[..., Any], setti
     return measured, placement(workload)
 
 
+def time_rounds(case: Any, backend: Any, make_workload: Callable[..., Any], settings: timing.Settings,
+                rounds: range) -> tuple[list[timing.Measurement], list[dict]]:
+    """``time_round`` for each round index in ``rounds`` (measurements, placements), every round's
+    device buffer held until the last is timed, then released. For callers that time rounds on their
+    own (``hisparse-bench retime``, the asv suite); ``run_case`` keeps its round 0 checks and floor."""
+    held: list = []
+    measured, placements = [], []
+    try:
+        for r in rounds:
+            m, where = time_round(case, backend, make_workload, settings, r, held)
+            measured.append(m)
+            placements.append(where)
+    finally:
+        held.clear()
+        release(backend.device)
+    return measured, placements
+
+
 def run_case(
     case: Any,
     backend: Any,

@@ -63,20 +63,12 @@ def retime_case(case: Any, result: CaseResult, backend: Any,
     """``case.timing.rounds`` rounds of ``case`` in this process, merged into ``result``; on failure
     ``result`` unchanged but for ``timing.retime_errors``."""
     make = make_workload or measure.default_make_workload
-    settings = timing.Settings.of(case.timing)
-    held: list = []
-    rounds, placements = [], []
     try:
-        for r in range(int(case.timing.rounds)):
-            measured, where = measure.time_round(case, backend, make, settings, r, held)
-            rounds.append(measured)
-            placements.append(where)
+        rounds, placements = measure.time_rounds(case, backend, make, timing.Settings.of(case.timing),
+                                                 range(int(case.timing.rounds)))
     except Exception as e:  # noqa: BLE001 (one case's failure is recorded; the others go on)
         errors = list(result.timing.get("retime_errors") or []) + [f"{type(e).__name__}: {e}"]
         return replace(result, timing={**result.timing, "retime_errors": errors})
-    finally:
-        held.clear()
-        measure.release(backend.device)
     return merge(result, rounds, placements)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hisparse import changepoint, stats
 from hisparse.history import CommitPoint, RunFile, Series, build_series, order_commits, scan_runs
+from hisparse.render.text import modes_text
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232b;background:#fafbfc}
@@ -265,7 +266,7 @@ def _case_row(c: dict) -> list[str]:
 def _modes_note(samples: Sequence[float]) -> str:
     """"bimodal: 53.2 us x43% | 55.2 us x57%" for a two-mode sample (its median follows the mix), else ""."""
     found = stats.modes(samples) if samples else ()
-    return "bimodal: " + " | ".join(f"{fmt_us(m.center)} x{m.fraction:.0%}" for m in found) if found else ""
+    return "bimodal: " + modes_text(found, fmt_us) if found else ""
 
 
 def _commit_page(commit: str, runs: list[RunFile], date, make_plots: bool) -> str:

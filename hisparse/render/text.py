@@ -3,7 +3,7 @@ string; the commands print it."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from hisparse import stats
@@ -95,13 +95,18 @@ def failed_table(run: RunRecord) -> str:
     return f"{len(bad)} case(s) not timed:\n" + "\n".join(f"  {c.status.upper()} {c.case_id}: {c.reason}" for c in bad)
 
 
+def modes_text(found: Sequence[stats.Mode], fmt: Callable[[float], str] = lambda v: f"{v:,.1f} us") -> str:
+    """"53.2 us x40% | 55.2 us x60%": each mode's centre (``fmt``) and share."""
+    return " | ".join(f"{fmt(m.center)} x{m.fraction:.0%}" for m in found)
+
+
 def bimodal_table(run: RunRecord) -> str:
     """The timed cases whose samples fall into two modes, with each mode's centre and share."""
     lines = []
     for c in run.cases:
         found = stats.modes(c.samples_us) if c.ok and c.samples_us else ()
         if found:
-            lines.append(f"  {c.case_id}: " + " | ".join(f"{m.center:,.1f} us x{m.fraction:.0%}" for m in found))
+            lines.append(f"  {c.case_id}: " + modes_text(found))
     if not lines:
         return ""
     return (f"{len(lines)} case(s) bimodal (their median moves with the mix of the two modes; "
