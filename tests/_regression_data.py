@@ -6,8 +6,10 @@ the level per commit (and so every change point) is chosen by the test.
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
+import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -96,3 +98,14 @@ def fake_commit(i: int) -> str:
 
 
 T0 = datetime(2026, 11, 1, 2, 0, tzinfo=timezone.utc)
+
+
+def git(repo: Path | str, *args: str, date: str | None = None) -> str:
+    """Run git in ``repo`` with a fixed identity; ``date`` sets author and committer dates (commits
+    made within one second would otherwise tie on committer date). Returns stdout, stripped."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    if date:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()

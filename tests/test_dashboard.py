@@ -1,9 +1,7 @@
 """The static dashboard: built from synthetic runs, parsed back, checked for data and for any external URL."""
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from datetime import timedelta
 from html.parser import HTMLParser
 from pathlib import Path
@@ -12,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from _regression_data import T0, fake_commit, make_run, write_run
+from _regression_data import git as _git
 from hisparse.cli import main as cli_main
 from hisparse.render.dashboard import build_site
 
@@ -56,15 +55,6 @@ class Page(HTMLParser):
     def handle_data(self, data):
         if self._cell is not None:
             self._cell += data
-
-
-def _git(repo, *args, date=None):
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    if date:
-        env["GIT_COMMITTER_DATE"] = env["GIT_AUTHOR_DATE"] = date
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
 
 
 @pytest.fixture

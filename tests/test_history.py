@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from _regression_data import T0, make_run
+from _regression_data import git as _git
 from hisparse import history as hist
 from hisparse.cli import main as cli_main
 
@@ -35,15 +36,6 @@ run = {"schema_version": 1, "run_id": "r_" + commit[:12], "created": "2026-11-01
        "environment": {"machine": "ignored", "git_commit": commit, "python": "3.11.7"}, "cases": [case]}
 (out / ("r_" + commit[:12] + ".json")).write_text(json.dumps(run))
 '''
-
-
-def _git(repo: Path, *args: str, date: str | None = None) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    if date:  # distinct committer dates: commits made within one second would tie
-        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
 
 
 @pytest.fixture

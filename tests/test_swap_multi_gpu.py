@@ -34,7 +34,8 @@ import torch
 
 from hisparse.errors import InputError
 from hisparse.reference.invariants import check_multi_step, snapshot
-from hisparse.reference.swap_multi_cases import build_case, glm52_native_context_case, token_words
+from hisparse.reference.swap_multi_cases import (EXTRA_PAGE_DRAFT_OFFSETS, build_case, glm52_native_context_case,
+                                                 speculative_extra_page_case, token_words)
 from hisparse.state import MultiStepState, multi_step_sizes, new_multi_step_state
 from _gpu import GPU_ONLY, ITEM_SIZES
 
@@ -449,16 +450,8 @@ def test_scenario4_padded_request_clears_stale_plan_count():
 
 
 def test_scenario5_resolves_all_speculative_extra_page_slots_without_host_io():
-    seq_len = 8192
-    drafts = seq_len - 4 + torch.arange(4)
-    offsets = [0, 7, 31, 63]
-    tail = torch.full((1, PAGE), -1, dtype=torch.int32)
-    tail[0, offsets] = drafts.to(torch.int32)
-    host = torch.ones((1, seq_len), dtype=torch.bool)
-    host[0, drafts] = False
-    steps = [torch.cat([torch.arange(K - 1), drafts[s:s + 1]]) for s in range(S)]
-    kw = to_gpu(build_case(_top_k(steps), drafts + 1, hot=HOT, page=PAGE, max_len=seq_len, tail_tokens=tail,
-                           host_tokens=host).kwargs)
+    offsets = EXTRA_PAGE_DRAFT_OFFSETS
+    kw = to_gpu(speculative_extra_page_case(steps=S, top_k=K, hot=HOT, page=PAGE).kwargs)
     check_call(kw, label="scenario 5")
     out = kw["top_k_device_locs"][0].cpu()
     assert out[:, K - 1].tolist() == [HOT + o for o in offsets]

@@ -16,7 +16,8 @@ from hisparse.reference.bytes import as_rows
 from hisparse.reference.copy_planned import copy_planned
 from hisparse.reference.invariants import check_multi_step, snapshot
 from hisparse.reference.swap_multi import swap_multi_step
-from hisparse.reference.swap_multi_cases import build_case, glm52_native_context_case, token_words
+from hisparse.reference.swap_multi_cases import (EXTRA_PAGE_DRAFT_OFFSETS, build_case, glm52_native_context_case,
+                                                 speculative_extra_page_case, token_words)
 from hisparse.state import new_multi_step_state
 
 HOT, PAGE, S, K, WORDS = 4096, 64, 4, 2048, 72
@@ -137,16 +138,8 @@ def test_padded_request_clears_stale_plan_count():
 # ---- §6.1 scenario 5: draft tokens in the extra page -----------------------------------------------
 
 def test_resolves_all_speculative_extra_page_slots_without_host_io():
-    seq_len = 8192
-    drafts = seq_len - 4 + torch.arange(4)
-    offsets = [0, 7, 31, 63]
-    tail = torch.full((1, PAGE), -1, dtype=torch.int32)
-    tail[0, offsets] = drafts.to(torch.int32)
-    host = torch.ones((1, seq_len), dtype=torch.bool)
-    host[0, drafts] = False  # not backed up to host yet
-    steps = [torch.cat([torch.arange(K - 1), drafts[s:s + 1]]) for s in range(S)]
-    case = build_case(_top_k(steps), drafts + 1, hot=HOT, page=PAGE, max_len=seq_len,
-                      tail_tokens=tail, host_tokens=host)
+    offsets = EXTRA_PAGE_DRAFT_OFFSETS
+    case = speculative_extra_page_case(steps=S, top_k=K, hot=HOT, page=PAGE)
     stats = _run_checked(case)
     out = _out(case)[0]
     assert out[:, K - 1].tolist() == [HOT + o for o in offsets]  # extra-page slot rows

@@ -129,3 +129,21 @@ def glm52_native_context_case(*, steps: int = 4, top_k: int = 2048, hot: int = 4
     host[0, seq_len - 1] = True
     tokens = torch.stack([t.to(torch.int32) for t in per_step]).unsqueeze(0)
     return build_case(tokens, torch.full((steps,), seq_len), hot=hot, page=page, max_len=seq_len, host_tokens=host)
+
+
+EXTRA_PAGE_DRAFT_OFFSETS = (0, 7, 31, 63)  # scenario 5: extra-page slots holding the 4 draft tokens
+
+
+def speculative_extra_page_case(*, steps: int = 4, top_k: int = 2048, hot: int = 4096, page: int = 64) -> MultiCase:
+    """Reference doc §6.1 scenario 5 (draft tokens in the extra page): one request of 8192 tokens whose
+    last 4 (the drafts, not backed up to host yet) sit in extra-page slots EXTRA_PAGE_DRAFT_OFFSETS;
+    step s selects tokens 0..top_k-2 plus draft s, so every selection resolves without host I/O."""
+    seq_len = 8192
+    drafts = seq_len - 4 + torch.arange(4)
+    tail = torch.full((1, page), -1, dtype=torch.int32)
+    tail[0, list(EXTRA_PAGE_DRAFT_OFFSETS)] = drafts.to(torch.int32)
+    host = torch.ones((1, seq_len), dtype=torch.bool)
+    host[0, drafts] = False  # not backed up to host yet
+    per_step = [torch.cat([torch.arange(top_k - 1), drafts[s:s + 1]]) for s in range(steps)]
+    tokens = torch.stack([t.to(torch.int32) for t in per_step]).unsqueeze(0)
+    return build_case(tokens, drafts + 1, hot=hot, page=page, max_len=seq_len, tail_tokens=tail, host_tokens=host)
