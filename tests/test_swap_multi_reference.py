@@ -467,7 +467,7 @@ def _tail_slots(g, w: Workload, seq: list[int]) -> torch.Tensor:
     tail = torch.full((w.slots, w.page), -1, dtype=torch.int32)
     for rid in range(w.slots):
         last = seq[rid] + w.steps - 1
-        n = int(_randint(g, 0, w.page + 1))
+        n = int(_randint(g, 0, min(w.page, last) + 1))  # distinct positions below `last`: at most `last`
         offsets = torch.randperm(w.page, generator=g)[:n]
         tail[rid, offsets] = (last - 1 - torch.randperm(min(w.page, last), generator=g)[:n]).to(torch.int32)
     return tail
