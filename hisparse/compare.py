@@ -61,9 +61,12 @@ def compare_samples(
     seed: int = 0,
     rounds_base: list[int] | tuple[int, ...] | None = None,
     rounds_head: list[int] | tuple[int, ...] | None = None,
+    replays_base: list[float] | tuple[float, ...] | None = None,
+    replays_head: list[float] | tuple[float, ...] | None = None,
 ) -> Verdict:
     """Verdict for one case from raw samples (base = A, head = B); ``rounds_*``: samples per timing
-    round of each side, for the CI (stats.bootstrap_ratio_ci)."""
+    round of each side, for the CI (stats.bootstrap_ratio_ci); ``replays_*``: every replay's time where
+    a sample averaged several (``CaseResult.replay_us``), for the note on two modes."""
     if threshold < 0:
         raise ValueError(f"threshold: must be >= 0, got {threshold}")
     if not 0 < alpha < 1:
@@ -74,7 +77,7 @@ def compare_samples(
                                       rounds_b=rounds_head)
     p = stats.mann_whitney_u(head, base).p_value
     significant = p < alpha
-    note = modes_note(base, head)
+    note = modes_note(replays_base or base, replays_head or head)
     if significant and ratio > 1 + threshold:
         cls = "regressed"
     elif significant and ratio < 1 - threshold:
@@ -129,7 +132,8 @@ def compare(
         verdicts.append(compare_samples(ca.case_id, ca.samples_us, cb.samples_us, threshold=threshold,
                                         alpha=alpha, confidence=confidence,
                                         rounds_base=ca.timing.get("samples_per_round"),
-                                        rounds_head=cb.timing.get("samples_per_round")))
+                                        rounds_head=cb.timing.get("samples_per_round"),
+                                        replays_base=ca.replay_us, replays_head=cb.replay_us))
     return verdicts
 
 

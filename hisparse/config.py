@@ -77,6 +77,7 @@ class TimingSettings:
     l2_flush: bool = True
     check_calls: int = 2
     rounds: int = 1  # timing rounds per case, each on a freshly built workload (measure.run_case)
+    replays_per_sample: int = 1  # graph replays averaged into one sample (hisparse/timing.py says why)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -197,6 +198,7 @@ _TIMING_SPEC: dict[str, ParamSpec] = {
     "l2_flush": ParamSpec(bool, True),
     "check_calls": ParamSpec(int, 2, lo=0, hi=100_000),
     "rounds": ParamSpec(int, 1, lo=1, hi=20),
+    "replays_per_sample": ParamSpec(int, 1, lo=1, hi=1000),
 }
 
 

@@ -23,7 +23,8 @@ slices:                        # more grids: `axes` with some axes replaced; the
 workloads:                     # name -> parameters; a parameter may be an axis too
   trace: {miss_rate: {values: [0.05, 0.2], ci: [0.05]}, step_overlap: 0.8, locality: 0.5}
 timing: {warmup_calls: 5, calls_per_graph: 100, replays: 10, l2_flush: true, check_calls: 2,
-         rounds: 1}            # rounds: 1..20 timings per case, each on a fresh workload
+         rounds: 1,            # rounds: 1..20 timings per case, each on a fresh workload
+         replays_per_sample: 1}  # replays: samples per round, each the mean of replays_per_sample replays
 exclude:                       # cases matching every key of a rule are pruned (`reason` optional)
   - {implementation: lru_sequential, batch: 1, reason: "not interesting"}
 ```

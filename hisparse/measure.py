@@ -50,7 +50,7 @@ def case_params(case: Any) -> dict:
 def _settings_dict(case: Any) -> dict:
     t = case.timing
     return {"calls_per_graph": t.calls_per_graph, "replays": t.replays, "warmup_calls": t.warmup_calls,
-            "l2_flush": bool(t.l2_flush), "rounds": int(t.rounds)}
+            "l2_flush": bool(t.l2_flush), "rounds": int(t.rounds), "replays_per_sample": int(t.replays_per_sample)}
 
 
 def format_violations(violations: list) -> str:
@@ -200,7 +200,7 @@ def run_case(
         release(backend.device)
 
     measurement = timing.pool(rounds)
-    summary = stats.summary(measurement.samples_us)
+    summary = stats.summary(measurement.samples_us, measurement.replay_us)
     floor = floors_mod.floor_dict(work, gather, floors)
     return CaseResult(
         case_id=case.case_id, params=params, status="ok", reason=None,

@@ -41,6 +41,7 @@ def _measurement_of(result: CaseResult) -> timing.Measurement:
                              mem_mhz=tuple(clocks.get("mem_mhz") or ()),
                              throttle_reasons=tuple(clocks.get("throttle_reasons") or ())),
         samples_per_round=tuple(t.get("samples_per_round") or (len(result.samples_us),)),
+        replays_per_sample=int(t.get("replays_per_sample", 1)), replay_us=result.replay_us,
     )
 
 
@@ -52,7 +53,7 @@ def merge(result: CaseResult, rounds: list[timing.Measurement], placements: list
     per_process = list(old.get("samples_per_process") or [len(result.samples_us)]) + [added]
     new_timing = {**old, **pooled.timing_dict(), "placements": list(old.get("placements") or []) + placements,
                   "processes": len(per_process), "samples_per_process": per_process}
-    summary = stats.summary(pooled.samples_us)
+    summary = stats.summary(pooled.samples_us, pooled.replay_us)
     derived = derived_dict(summary.median, Work(**result.work), result.floor or {}) if result.work else result.derived
     return replace(result, timing=new_timing, samples_us=pooled.samples_us, stats=summary.to_dict(),
                    derived=derived, clocks=pooled.clocks.to_dict())

@@ -73,6 +73,12 @@ class CaseResult:
         return self.status == "ok"
 
     @property
+    def replay_us(self) -> tuple[float, ...]:
+        """Every graph replay's time (us per call): ``timing.replay_us`` where a sample averaged
+        several replays (``timing.replays_per_sample``), else the samples themselves."""
+        return tuple(float(x) for x in self.timing.get("replay_us") or self.samples_us)
+
+    @property
     def median_us(self) -> float | None:
         return None if not self.stats else self.stats.get("median_us")
 
@@ -191,7 +197,9 @@ class RunRecord:
 #     "timing.rounds" + "timing.samples_per_round" (samples_us = every round's replays in round
 #     order; a v1 reader that ignores them still reads valid samples; absent: one round);
 #     "timing.placements" (per round: hex addresses of host_cache and device_buffer);
-#     "timing.processes" + "timing.samples_per_process" + "timing.retime_errors" (hisparse/repeat.py).
+#     "timing.processes" + "timing.samples_per_process" + "timing.retime_errors" (hisparse/repeat.py);
+#     "stats.modes"; "timing.replays_per_sample" + "timing.replay_us" (each sample the mean of that
+#     many replays; a v1 reader that ignores them reads valid samples; absent: one replay per sample).
 #
 # _UPGRADES[v] turns a version-v dict into a version-(v+1) dict; load applies them in order.
 

@@ -98,13 +98,15 @@ def median(samples: Sequence[float]) -> float:
     return quantile(samples, 0.5)
 
 
-def summary(samples: Sequence[float]) -> Summary:
-    """Median, quartiles, IQR, min, max and mean of raw samples (at least one)."""
+def summary(samples: Sequence[float], replays: Sequence[float] | None = None) -> Summary:
+    """Median, quartiles, IQR, min, max and mean of raw samples (at least one); ``modes`` of
+    ``replays`` where each sample averaged several replays (their modes are what a reader needs to
+    see), else of the samples."""
     xs = _as_floats("samples", samples)
     q1, q3 = quantile(xs, 0.25), quantile(xs, 0.75)
     return Summary(
         n=len(xs), median=quantile(xs, 0.5), q1=q1, q3=q3, iqr=q3 - q1,
-        min=min(xs), max=max(xs), mean=math.fsum(xs) / len(xs), modes=modes(xs),
+        min=min(xs), max=max(xs), mean=math.fsum(xs) / len(xs), modes=modes(replays or xs),
     )
 
 

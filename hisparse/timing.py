@@ -6,9 +6,18 @@ CUDA (``time_calls(..., device="cuda")``), the upstream benchmark's method:
    (the call itself changes its inputs on the device, e.g. ``workload.advance()``, so every captured
    call sees fresh misses); one warm replay;
 3. per replay: ``reset()`` and an L2 flush (zeroing a buffer of ``L2_FLUSH_FACTOR`` x the L2 size),
-   both untimed; CUDA events around ``graph.replay()``; sample = replay time / calls_per_graph, in
-   microseconds per call. NVML clocks and throttle reasons are read while each replay runs.
-At least ``MIN_SAMPLES`` replays are kept whatever the config says.
+   both untimed; CUDA events around ``graph.replay()``. A sample is ``replays_per_sample`` such
+   replays: their summed time / (replays_per_sample x calls_per_graph), in microseconds per call.
+   NVML clocks and throttle reasons are read while the first replay of each sample runs.
+At least ``MIN_SAMPLES`` samples are kept whatever the config says; every replay's own time is kept
+too (``Measurement.replay_us``).
+
+Why several replays per sample: on the H200 some cases settle, at the start of a replay, into one of
+two steady states that then last the whole replay (multi_step/upstream/b4, PDL off: every gather of
+the replay took ~41.8 or every one ~43.8 us, chosen anew at each replay; results/probes/README.md). A
+sample of one replay is then in one mode or the other, and the median of a near 50/50 mix moves by
+the gap between runs. A sample of several independently started replays averages the states, so its
+median is reproducible; ``stats.modes`` of ``replay_us`` still reports the two states.
 
 CPU (the reference backend): the same structure with ``time.perf_counter`` around
 ``calls_per_graph`` eager calls, no graph, no L2 flush; method "cpu-perf-counter". These are PyTorch
@@ -19,6 +28,7 @@ workload, hisparse/measure.py) into one Measurement.
 """
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import time
@@ -84,10 +94,11 @@ class Clocks:
 
 @dataclass(frozen=True)
 class Measurement:
-    """Raw timing of one callable: samples (us per call, one per replay) and warm-up samples.
+    """Raw timing of one callable: samples (us per call, one per ``replays_per_sample`` replays),
+    every replay's own time (``replay_us``, us per call, in order) and warm-up samples.
 
     ``samples_per_round``: how many of ``samples_us`` each timing round gave, in order (``pool``);
-    empty for one ``time_calls`` (one round of ``len(samples_us)``). ``replays`` is per round."""
+    empty for one ``time_calls`` (one round of ``len(samples_us)``). ``replays`` (samples) is per round."""
 
     method: str
     samples_us: tuple[float, ...]
@@ -98,6 +109,8 @@ class Measurement:
     l2_flush: bool
     clocks: Clocks
     samples_per_round: tuple[int, ...] = ()
+    replays_per_sample: int = 1
+    replay_us: tuple[float, ...] = ()
 
     @property
     def round_sizes(self) -> tuple[int, ...]:
@@ -106,11 +119,14 @@ class Measurement:
 
     def timing_dict(self) -> dict[str, Any]:
         """The ``timing`` object of a result file (settings as applied + method + warm-up samples +
-        the split of ``samples_us`` into rounds)."""
-        return {"calls_per_graph": self.calls_per_graph, "replays": self.replays,
-                "warmup_calls": self.warmup_calls, "l2_flush": self.l2_flush, "method": self.method,
-                "warmup_us": list(self.warmup_us), "rounds": len(self.round_sizes),
-                "samples_per_round": list(self.round_sizes)}
+        the split of ``samples_us`` into rounds; with several replays per sample, every replay's time)."""
+        d = {"calls_per_graph": self.calls_per_graph, "replays": self.replays,
+             "warmup_calls": self.warmup_calls, "l2_flush": self.l2_flush, "method": self.method,
+             "warmup_us": list(self.warmup_us), "rounds": len(self.round_sizes),
+             "samples_per_round": list(self.round_sizes)}
+        if self.replays_per_sample > 1:  # with one, replay_us is samples_us
+            d.update(replays_per_sample=self.replays_per_sample, replay_us=list(self.replay_us))
+        return d
 
 
 def pool(rounds: Sequence[Measurement]) -> Measurement:
@@ -120,8 +136,7 @@ def pool(rounds: Sequence[Measurement]) -> Measurement:
         raise ValueError("pool: needs at least one round")
     first = rounds[0]
     for m in rounds[1:]:
-        if (m.method, m.calls_per_graph, m.replays, m.warmup_calls, m.l2_flush) != \
-                (first.method, first.calls_per_graph, first.replays, first.warmup_calls, first.l2_flush):
+        if _settings_key(m) != _settings_key(first):
             raise ValueError("pool: rounds were timed with different settings")
     return Measurement(
         method=first.method, samples_us=tuple(x for m in rounds for x in m.samples_us),
@@ -129,7 +144,12 @@ def pool(rounds: Sequence[Measurement]) -> Measurement:
         replays=first.replays, warmup_calls=first.warmup_calls, l2_flush=first.l2_flush,
         clocks=Clocks.concat([m.clocks for m in rounds]),
         samples_per_round=tuple(n for m in rounds for n in m.round_sizes),
+        replays_per_sample=first.replays_per_sample, replay_us=tuple(x for m in rounds for x in m.replay_us),
     )
+
+
+def _settings_key(m: Measurement) -> tuple:
+    return m.method, m.calls_per_graph, m.replays, m.warmup_calls, m.l2_flush, m.replays_per_sample
 
 
 @dataclass(frozen=True)
@@ -138,17 +158,21 @@ class Settings:
 
     warmup_calls: int = 5
     calls_per_graph: int = 100
-    replays: int = 10
+    replays: int = 10  # samples
     l2_flush: bool = True
+    replays_per_sample: int = 1
 
     @classmethod
     def of(cls, timing: Any) -> "Settings":
         return cls(warmup_calls=int(timing.warmup_calls), calls_per_graph=int(timing.calls_per_graph),
-                   replays=int(timing.replays), l2_flush=bool(timing.l2_flush))
+                   replays=int(timing.replays), l2_flush=bool(timing.l2_flush),
+                   replays_per_sample=int(getattr(timing, "replays_per_sample", 1)))
 
     def __post_init__(self) -> None:
         if self.calls_per_graph < 1:
             raise ValueError(f"calls_per_graph: must be >= 1, got {self.calls_per_graph}")
+        if self.replays_per_sample < 1:
+            raise ValueError(f"replays_per_sample: must be >= 1, got {self.replays_per_sample}")
         if self.warmup_calls < 0:
             raise ValueError(f"warmup_calls: must be >= 0, got {self.warmup_calls}")
 
@@ -315,16 +339,28 @@ def _time_cpu(call: Callable[[], Any], reset: Callable[[], Any], s: Settings) ->
         t0 = time.perf_counter()
         call()
         warm.append((time.perf_counter() - t0) * 1e6)
-    samples = []
-    for _ in range(replays):
+    def replay_once(_first_of_sample: bool) -> float:
         reset()  # untimed
         t0 = time.perf_counter()
         for _ in range(s.calls_per_graph):
             call()
-        samples.append((time.perf_counter() - t0) * 1e6 / s.calls_per_graph)
-    return Measurement(method=METHOD_CPU, samples_us=tuple(samples), warmup_us=tuple(warm),
+        return (time.perf_counter() - t0) * 1e6 / s.calls_per_graph
+
+    samples, per_replay = _sampled(replay_once, replays, s.replays_per_sample)
+    return Measurement(method=METHOD_CPU, samples_us=samples, warmup_us=tuple(warm),
                        calls_per_graph=s.calls_per_graph, replays=replays, warmup_calls=s.warmup_calls,
-                       l2_flush=False, clocks=Clocks(source="n/a"))
+                       l2_flush=False, clocks=Clocks(source="n/a"), replays_per_sample=s.replays_per_sample,
+                       replay_us=per_replay)
+
+
+def _sampled(replay_once: Callable[[bool], float], samples: int, per_sample: int
+             ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(samples, replays): ``samples`` means of ``per_sample`` consecutive ``replay_once`` results
+    (us per call; replay_once(True) on the first replay of each sample), and every replay's result."""
+    per_replay = tuple(replay_once(i % per_sample == 0) for i in range(samples * per_sample))
+    means = tuple(math.fsum(per_replay[i:i + per_sample]) / per_sample
+                  for i in range(0, len(per_replay), per_sample))
+    return means, per_replay
 
 
 def _time_cuda(call: Callable[[], Any], reset: Callable[[], Any], s: Settings,
@@ -367,9 +403,10 @@ def _time_cuda(call: Callable[[], Any], reset: Callable[[], Any], s: Settings,
             return start.elapsed_time(end) * 1000.0 / s.calls_per_graph
 
         warm.append(replay_once(False))  # one warm replay, as upstream's do_bench
-        samples = [replay_once(True) for _ in range(replays)]
+        samples, per_replay = _sampled(replay_once, replays, s.replays_per_sample)
     finally:
         del graph
-    return Measurement(method=METHOD_CUDA, samples_us=tuple(samples), warmup_us=tuple(warm),
+    return Measurement(method=METHOD_CUDA, samples_us=samples, warmup_us=tuple(warm),
                        calls_per_graph=s.calls_per_graph, replays=replays, warmup_calls=s.warmup_calls,
-                       l2_flush=flush is not None, clocks=sampler.result())
+                       l2_flush=flush is not None, clocks=sampler.result(),
+                       replays_per_sample=s.replays_per_sample, replay_us=per_replay)

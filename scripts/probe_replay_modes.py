@@ -13,18 +13,28 @@ and records the host-side duration of ``graph.replay()`` per sample, to see whet
 
     python3 scripts/probe_replay_modes.py [CASE_ID ...]     (cases of configs/default.yaml)
     python3 scripts/probe_replay_modes.py --rotation [CASE_ID ...]
+    python3 scripts/probe_replay_modes.py --kernels OUT_DIR [CASE_ID ...]
 
 --rotation: before each replay (after the flush) launch k one-CTA kernels, k = 0..N, to move where the
 block scheduler starts; if the mode is a function of k, it is the placement of the small grids.
+
+--kernels: 30 replays under torch.profiler (CUPTI traces the graph's kernels one by one): per replay
+the time per call of each kernel (advance, gather, commit) and of the gaps between them, averaged per
+mode, so the ~2 us/call between the modes is placed in a kernel or between kernels; the raw kernel
+rows go to OUT_DIR/kernels-<n>.json. Then the engine's loop with the host cache copied to the device
+("devhost"): if the modes vanish, their cause is on the PCIe/host side of the reads.
 
 Output per case and variant: median/min/max of 60 samples, how many fall below the min-max midpoint,
 the median launch time overall and per half, then the first 30 samples.
 """
 from __future__ import annotations
 
+import json
 import statistics as st
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -107,10 +117,93 @@ def rotation(graph, workload, shifts=(0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 33, 66), re
         print(f"  shift {k:3d}: median {st.median(xs):6.2f}  " + " ".join(f"{x:.1f}" for x in xs), flush=True)
 
 
+def kernel_rows(graph, workload, replays: int = 30) -> tuple[list[float], list[list[tuple[str, float, float]]]]:
+    """(per-call us from events, per replay the graph's kernels as (kind, start us, duration us))."""
+    flush_buf = timing.l2_flush_buffer(0)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays + 1)]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for start, end in events:
+            workload.reset()
+            flush_buf.zero_()
+            torch.cuda._sleep(1000)  # the delimiter: the graph's kernels are the ones after it
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        prof.export_chrome_trace(f"{tmp}/trace.json")
+        trace = json.loads(Path(f"{tmp}/trace.json").read_text())
+    kernels = sorted((e["ts"], e["dur"], e["name"]) for e in trace["traceEvents"] if e.get("cat") == "kernel")
+    marks = [i for i, (_, _, name) in enumerate(kernels) if "spin_kernel" in name]
+    per_replay = []
+    for m in marks:
+        rows = kernels[m + 1:m + 1 + 3 * CALLS]
+        per_replay.append([(_kind(name), ts, dur) for ts, dur, name in rows])
+    per_call = [s.elapsed_time(e) * 1000.0 / CALLS for s, e in events]
+    return per_call[1:], per_replay[1:]
+
+
+def _kind(name: str) -> str:
+    return "gather" if "gather" in name else "commit" if "commit" in name else "advance"
+
+
+def kernel_report(per_call: list[float], per_replay: list[list[tuple[str, float, float]]]) -> str:
+    """Per replay: us per call of each kernel kind, of the gaps and of the span; then means per mode."""
+    rows = []
+    for x, ks in zip(per_call, per_replay):
+        span = ks[-1][1] + ks[-1][2] - ks[0][1]
+        parts = {k: sum(d for kind, _, d in ks if kind == k) / CALLS for k in ("advance", "gather", "commit")}
+        rows.append(dict(event=x, span=span / CALLS, gaps=(span - sum(d for _, _, d in ks)) / CALLS,
+                         n=len(ks), **parts))
+    mid = (min(per_call) + max(per_call)) / 2
+    cols = ("event", "span", "advance", "gather", "commit", "gaps", "n")
+    out = ["    " + " ".join(f"{c:>8s}" for c in cols)]
+    out += ["    " + " ".join(f"{r[c]:8.2f}" for c in cols) for r in rows]
+    for name, sel in (("low", [r for r in rows if r["event"] < mid]), ("high", [r for r in rows if r["event"] >= mid])):
+        if sel:
+            out.append(f"  {name:4s} {len(sel):2d} " + " ".join(f"{c} {st.mean(r[c] for r in sel):7.2f}" for c in cols[:-1]))
+    return "\n".join(out)
+
+
+def device_host_cache(bound) -> None:
+    """Point every op at a device copy of its host cache (the kernels accept either)."""
+    copies: dict[int, torch.Tensor] = {}
+    for inv in bound._timed:
+        host = inv.kwargs.get("host_cache")
+        if host is not None and host.device.type == "cpu":
+            inv.kwargs["host_cache"] = copies.setdefault(id(host), host.to("cuda"))
+
+
+def probe_kernels(out_dir: Path, cases: dict, case_ids: list[str]) -> None:
+    backend = get_backend("cuda")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for n, case_id in enumerate(case_ids):
+        case = cases[case_id]
+        workload = make_workload(case, "cuda")
+        bound = implementations.bind(case.implementation, backend, workload, pdl=case.pdl)
+        graph = capture(bound, workload)
+        per_call, per_replay = kernel_rows(graph, workload)
+        print(case_id, flush=True)
+        print(kernel_report(per_call, per_replay), flush=True)
+        (out_dir / f"kernels-{n}.json").write_text(json.dumps(dict(case_id=case_id, per_call_us=per_call,
+                                                                   kernels=per_replay)))
+        print(report(case_id, "base", *time_variant(graph, workload, True, True, False)), flush=True)
+        device_host_cache(bound)
+        del graph
+        graph = capture(bound, workload)
+        print(report(case_id, "devhost", *time_variant(graph, workload, True, True, False)), flush=True)
+        del graph, bound, workload
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
 def main(case_ids: list[str]) -> None:
     rot = "--rotation" in case_ids
     case_ids = [c for c in case_ids if c != "--rotation"]
     cases = {c.case_id: c for c in load_config("configs/default.yaml").expand()}
+    if case_ids[:1] == ["--kernels"]:
+        probe_kernels(Path(case_ids[1]), cases, case_ids[2:] or ["multi_step/upstream/b4/s4/k2048/h4096/i576/pdl0"])
+        return
     backend = get_backend("cuda")
     for case_id in case_ids or ["multi_step/upstream/b4/s4/k2048/h4096/i576/pdl0"]:
         case = cases[case_id]

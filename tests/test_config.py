@@ -75,6 +75,15 @@ def test_timing_rounds_is_read_and_changes_the_hash(tmp_path):
     assert one.config_hash != three.config_hash  # a different measurement, not resumable into
 
 
+def test_timing_replays_per_sample_is_read_and_checked(tmp_path):
+    five = load_config(write(tmp_path, "timing: {calls_per_graph: 20, replays_per_sample: 5}\n", "five.yaml"))
+    assert all(c.timing.replays_per_sample == 5 for c in five.expand())
+    assert TimingSettings().replays_per_sample == 1  # one replay per sample unless a config asks
+    assert load_config(write(tmp_path, "timing: {calls_per_graph: 20}\n", "one.yaml")).config_hash != five.config_hash
+    msg, p = config_error(tmp_path, "timing: {replays_per_sample: 0}\n")
+    assert msg.startswith(f"{p}: timing.replays_per_sample: ") and "[1, 1000]" in msg
+
+
 # ---------------------------------------------------------------------------------------------
 # Expansion and pruning, counted by hand
 

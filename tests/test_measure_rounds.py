@@ -167,3 +167,40 @@ def test_each_round_records_where_its_buffers_landed():
     host = [int(p["host_cache"], 16) for p in places]
     step = measure.round_host_offset_rows(case, 1) * case.item_size_bytes
     assert [h - host[0] for h in host] == [0, step, 2 * step]
+
+
+def test_replays_per_sample_keeps_every_replay_and_reports_their_modes(tmp_path, monkeypatch):
+    """Three replays per sample, two rounds: samples are means of their replays, every replay is in
+    ``timing.replay_us`` (through the file and a retime merge), and ``stats.modes`` describes the
+    replays, whose two states the averaged samples no longer show."""
+    from hisparse import repeat  # noqa: PLC0415
+
+    case = Case("lru_sequential", "distinct", batch=1, steps=2, top_k=16, hot_buffer_size=64, item_size_bytes=64,
+                timing=TimingSettings(**TINY_TIMING, rounds=2, replays_per_sample=3))
+    state = iter(range(10_000))
+    # every replay on its own: 53.2 or 55.2 us per call, alternating in runs of 1..3 (no sample is all one mode)
+    replay_times = [53.2 if (next(state) * 7 // 3) % 2 else 55.2 for _ in range(200)]
+    times = iter(replay_times)
+
+    def fake_sampled(replay_once, samples, per_sample):
+        per_replay = tuple(next(times) for _ in range(samples * per_sample))
+        return tuple(sum(per_replay[i:i + per_sample]) / per_sample for i in range(0, len(per_replay), per_sample)), per_replay
+
+    monkeypatch.setattr(timing, "_sampled", fake_sampled)
+    r = measure.run_case(case, get_backend("reference"), floors=NOT_APPLICABLE)
+    assert r.ok, r.reason
+    assert r.timing["replays_per_sample"] == 3 and len(r.timing["replay_us"]) == 3 * len(r.samples_us) == 60
+    assert r.replay_us == pytest.approx(replay_times[:60])
+    assert r.samples_us[0] == pytest.approx(sum(replay_times[:3]) / 3)
+    centers = [m["center_us"] for m in r.stats["modes"]]
+    assert centers == pytest.approx([53.2, 55.2])
+    rec = RunRecord(run_id="r", created="2026-11-30T01:00:00Z", backend="reference",
+                    config={"name": "t", "hash": "abc"}, environment={"machine": "m", "git_commit": "0" * 40},
+                    floors=NOT_APPLICABLE.to_dict(), cases=(r,))
+    loaded = load_run(write_run(rec, tmp_path / "run.json")).cases[0]
+    assert loaded.replay_us == r.replay_us
+    more, _ = measure.time_rounds(case, get_backend("reference"), make_workload, timing.Settings.of(case.timing),
+                                  range(2, 3))
+    merged = repeat.merge(loaded, more, [{}])
+    assert merged.replay_us == pytest.approx(replay_times[:90]) and len(merged.samples_us) == 30
+    assert merged.timing["replays_per_sample"] == 3

@@ -34,3 +34,15 @@ def test_compare_table_footer_counts_medians_within_threshold():
     b = _run("B", [_case("x", [101.0] * 10), _case("y", [104.0] * 10)])
     out = text.compare_table(compare(a, b, threshold=0.02), threshold=0.02, alpha=0.01)
     assert out.rstrip().endswith("medians within 2.0%: 1 of 2")
+
+
+def test_bimodal_replays_are_listed_when_their_samples_average_them():
+    from dataclasses import replace  # noqa: PLC0415
+
+    replays = [53.2, 55.2, 55.2] * 10 + [55.2, 53.2, 53.2] * 10  # 50/50 over 60 replays
+    samples = [sum(replays[i:i + 3]) / 3 for i in range(0, 60, 3)]  # 54.53 and 53.87 us
+    case = replace(_case("two", samples), timing={"replays_per_sample": 3, "replay_us": replays})
+    # the modes named are the replays' (53.2 / 55.2), not those of the averaged samples (53.9 / 54.5)
+    assert "  two: 53.2 us x50% | 55.2 us x50%" in text.run_summary(_run("r", [case]))
+    (v,) = compare(_run("A", [case]), _run("B", [case]))
+    assert v.note == "bimodal in both, modes B/A 1.000, 1.000"

@@ -138,3 +138,45 @@ def test_cuda_graph_loop_with_a_capturable_call():
     if m.clocks.source != "unavailable":
         assert len(m.clocks.sm_mhz) == 10 and len(m.clocks.throttle_reasons) == 10
     assert int(idx[0]) == int(idx0[0]) + 3 * 20  # the last replay ran all 20 captured calls
+
+
+class _Clock:
+    """perf_counter stand-in: each call() advances time by the next of ``durations`` (us)."""
+
+    def __init__(self, durations):
+        self.now, self.durations = 0.0, list(durations)
+
+    def perf_counter(self):
+        return self.now
+
+    def call(self):
+        self.now += self.durations.pop(0) * 1e-6
+
+
+def test_a_sample_is_the_mean_of_its_replays(monkeypatch):
+    # 2 calls per replay, 3 replays per sample, 10 samples: replay r of the run takes 2 * (10 + r) us
+    per_call = [10.0 + r for r in range(30) for _ in range(2)]
+    clock = _Clock(per_call)
+    monkeypatch.setattr(timing.time, "perf_counter", clock.perf_counter)
+    resets = []
+    s = timing.Settings(warmup_calls=0, calls_per_graph=2, replays=10, l2_flush=False, replays_per_sample=3)
+    m = timing.time_calls(clock.call, reset=lambda: resets.append(1), settings=s, device="cpu")
+    assert len(resets) == 1 + 30  # one before the warm-up, one before every replay
+    assert m.replay_us == pytest.approx([10.0 + r for r in range(30)])
+    assert m.samples_us == pytest.approx([11.0 + 3 * i for i in range(10)])  # mean of replays 3i..3i+2
+    d = m.timing_dict()
+    assert d["replays_per_sample"] == 3 and d["replay_us"] == pytest.approx(list(m.replay_us))
+
+
+def test_one_replay_per_sample_stores_no_second_copy():
+    rec = _Recorder()
+    m = timing.time_calls(rec.call, reset=rec.reset, settings=timing.Settings(0, 1, 10, False), device="cpu")
+    assert m.replay_us == m.samples_us and m.replays_per_sample == 1
+    assert "replay_us" not in m.timing_dict() and "replays_per_sample" not in m.timing_dict()
+
+
+def test_replays_per_sample_must_be_positive():
+    with pytest.raises(ValueError, match="replays_per_sample"):
+        timing.Settings(replays_per_sample=0)
+    t = SimpleNamespace(warmup_calls=5, calls_per_graph=20, replays=10, l2_flush=True, replays_per_sample=5)
+    assert timing.Settings.of(t).replays_per_sample == 5

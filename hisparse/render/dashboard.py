@@ -260,7 +260,7 @@ def _case_row(c: dict) -> list[str]:
     gbps, over = d.get("gbps"), d.get("over_pcie_floor")
     return [E(c["case_id"]), _bad(status) if status == "failed" else E(status), fmt_us(med), fmt_us(st.get("iqr_us")),
             str(len(samples)), "-" if gbps is None else f"{gbps:.2f}", "-" if over is None else f"{over:.2f}",
-            E(str(c.get("reason") or _modes_note(samples)))]
+            E(str(c.get("reason") or _modes_note((c.get("timing") or {}).get("replay_us") or samples)))]
 
 
 def _modes_note(samples: Sequence[float]) -> str:

@@ -104,7 +104,7 @@ def bimodal_table(run: RunRecord) -> str:
     """The timed cases whose samples fall into two modes, with each mode's centre and share."""
     lines = []
     for c in run.cases:
-        found = stats.modes(c.samples_us) if c.ok and c.samples_us else ()
+        found = stats.modes(c.replay_us) if c.ok and c.samples_us else ()
         if found:
             lines.append(f"  {c.case_id}: " + modes_text(found))
     if not lines:
