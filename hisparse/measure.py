@@ -49,8 +49,11 @@ def case_params(case: Any) -> dict:
 
 def _settings_dict(case: Any) -> dict:
     t = case.timing
-    return {"calls_per_graph": t.calls_per_graph, "replays": t.replays, "warmup_calls": t.warmup_calls,
-            "l2_flush": bool(t.l2_flush), "rounds": int(t.rounds), "replays_per_sample": int(t.replays_per_sample)}
+    d = {"calls_per_graph": t.calls_per_graph, "replays": t.replays, "warmup_calls": t.warmup_calls,
+         "l2_flush": bool(t.l2_flush), "rounds": int(t.rounds)}
+    if t.replays_per_sample > 1:  # as Measurement.timing_dict: absent means one replay per sample
+        d["replays_per_sample"] = int(t.replays_per_sample)
+    return d
 
 
 def format_violations(violations: list) -> str:

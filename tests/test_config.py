@@ -79,6 +79,9 @@ def test_timing_replays_per_sample_is_read_and_checked(tmp_path):
     five = load_config(write(tmp_path, "timing: {calls_per_graph: 20, replays_per_sample: 5}\n", "five.yaml"))
     assert all(c.timing.replays_per_sample == 5 for c in five.expand())
     assert TimingSettings().replays_per_sample == 1  # one replay per sample unless a config asks
+    # a config that does not set it hashes as before the key existed (history stays comparable)
+    assert "replays_per_sample" not in TimingSettings().to_dict()
+    assert TimingSettings.from_dict(five.timing.to_dict()) == five.timing
     assert load_config(write(tmp_path, "timing: {calls_per_graph: 20}\n", "one.yaml")).config_hash != five.config_hash
     msg, p = config_error(tmp_path, "timing: {replays_per_sample: 0}\n")
     assert msg.startswith(f"{p}: timing.replays_per_sample: ") and "[1, 1000]" in msg
