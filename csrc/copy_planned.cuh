@@ -29,13 +29,8 @@ void copy_planned_entry(tvm::ffi::TensorView miss_src, tvm::ffi::TensorView miss
   TVM_FFI_ICHECK(miss_dst.ndim() == 2 && is_i32(miss_dst) && miss_dst.size(0) >= batch && miss_dst.stride(1) == 1 &&
                  miss_dst.stride(0) == miss_src.stride(0))
       << "miss_dst: int32 [>=batch, width], same row stride as miss_src";
-  TVM_FFI_ICHECK(num_real_reqs.ndim() == 1 && num_real_reqs.size(0) == 1 && is_i32(num_real_reqs) &&
-                 on_cuda(num_real_reqs))
-      << "num_real_reqs: int32 [1] on the device";
-  TVM_FFI_ICHECK(item_size_bytes >= 1 && item_size_bytes <= 0x7FFFFFFF) << "item_size_bytes: must be >= 1";
-  TVM_FFI_ICHECK(device_addressable(host_cache) && host_cache.is_contiguous())
-      << "host_cache: contiguous, pinned host or device";
-  TVM_FFI_ICHECK(on_cuda(device_buffer) && device_buffer.is_contiguous()) << "device_buffer: contiguous CUDA";
+  check_num_real_reqs(num_real_reqs);
+  check_kv_buffers(host_cache, device_buffer, item_size_bytes);
   TVM_FFI_ICHECK(num_blocks >= 1 && num_blocks <= 65535) << "num_blocks: must be in [1, 65535], got " << num_blocks;
 
   PlannedCopyParams p{};

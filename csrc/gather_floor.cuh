@@ -21,15 +21,8 @@ namespace gather_detail {
 constexpr int64_t kBlocksPerSm = 4;
 
 inline int sm_count(int device) {
-  static int cached[64] = {0};
-  if (device < 0 || device >= 64) return 132;
-  if (cached[device] == 0) {
-    int v = 0;
-    cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device);
-    TVM_FFI_ICHECK(e == cudaSuccess) << "cudaDeviceGetAttribute: " << cudaGetErrorString(e);
-    cached[device] = v;
-  }
-  return cached[device];
+  const int n = host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
+  return n > 0 ? n : 132;  // an out-of-range device id: the H200's count, as before
 }
 
 }  // namespace gather_detail
@@ -46,10 +39,7 @@ void gather_floor_entry(tvm::ffi::TensorView src_rows, tvm::ffi::TensorView dst_
   TVM_FFI_ICHECK(dst_rows.ndim() == 1 && is_i32(dst_rows) && dst_rows.is_contiguous() && dst_rows.size(0) == n &&
                  on_cuda(dst_rows))
       << "dst_rows: contiguous int32 [n] on the device, n = len(src_rows)";
-  TVM_FFI_ICHECK(item_size_bytes >= 1 && item_size_bytes <= 0x7FFFFFFF) << "item_size_bytes: must be >= 1";
-  TVM_FFI_ICHECK(device_addressable(host_cache) && host_cache.is_contiguous())
-      << "host_cache: contiguous, pinned host or device";
-  TVM_FFI_ICHECK(on_cuda(device_buffer) && device_buffer.is_contiguous()) << "device_buffer: contiguous CUDA";
+  check_kv_buffers(host_cache, device_buffer, item_size_bytes);
   TVM_FFI_ICHECK(block_size >= 32 && block_size <= kGatherMaxBlock && block_size % 32 == 0)
       << "block_size: a multiple of 32 in [32, " << kGatherMaxBlock << "], got " << block_size;
   TVM_FFI_ICHECK(num_blocks <= 65535) << "num_blocks: at most 65535, got " << num_blocks;

@@ -60,13 +60,8 @@ void swap_single_entry(tvm::ffi::TensorView top_k_tokens, tvm::ffi::TensorView d
     TVM_FFI_ICHECK(t->ndim() == 1 && t->size(0) == bs && (is_i32(*t) || is_i64(*t)) && t->is_contiguous())
         << "req_pool_indices/seq_lens: contiguous int32 or int64 [bs]";
   }
-  TVM_FFI_ICHECK(num_real_reqs.ndim() == 1 && num_real_reqs.size(0) == 1 && is_i32(num_real_reqs) &&
-                 on_cuda(num_real_reqs))
-      << "num_real_reqs: int32 [1] on the device";
-  TVM_FFI_ICHECK(item_size_bytes >= 1 && item_size_bytes <= 0x7FFFFFFF) << "item_size_bytes: must be >= 1";
-  TVM_FFI_ICHECK(device_addressable(host_cache) && host_cache.is_contiguous())
-      << "host_cache: contiguous, pinned host or device";
-  TVM_FFI_ICHECK(on_cuda(device_buffer) && device_buffer.is_contiguous()) << "device_buffer: contiguous CUDA";
+  check_num_real_reqs(num_real_reqs);
+  check_kv_buffers(host_cache, device_buffer, item_size_bytes);
   TVM_FFI_ICHECK(nbytes(host_cache) >= item_size_bytes && nbytes(device_buffer) >= item_size_bytes)
       << "host_cache/device_buffer: must hold at least one item";
   int64_t plan_stride = 0;

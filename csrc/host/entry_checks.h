@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "launch.h"
+
 namespace hisparse::host {
 
 inline bool on_cuda(const tvm::ffi::TensorView& t) { return t.device().device_type == kDLCUDA; }
@@ -23,18 +25,38 @@ inline int64_t nbytes(const tvm::ffi::TensorView& t) {
   return t.numel() * static_cast<int64_t>((t.dtype().bits * t.dtype().lanes + 7) / 8);
 }
 
-// Opt-in shared memory limit per block of `device` (227 KiB on H100/H200), queried once per device.
-inline int max_smem_optin(int device) {
+// The KV buffers every copying entry takes: a contiguous host cache the device can read (pinned host
+// or device memory), a contiguous device buffer, and an item size that fits the kernels' 32-bit math.
+inline void check_kv_buffers(const tvm::ffi::TensorView& host_cache, const tvm::ffi::TensorView& device_buffer,
+                             int64_t item_size_bytes) {
+  TVM_FFI_ICHECK(item_size_bytes >= 1 && item_size_bytes <= 0x7FFFFFFF) << "item_size_bytes: must be >= 1";
+  TVM_FFI_ICHECK(device_addressable(host_cache) && host_cache.is_contiguous())
+      << "host_cache: contiguous, pinned host or device";
+  TVM_FFI_ICHECK(on_cuda(device_buffer) && device_buffer.is_contiguous()) << "device_buffer: contiguous CUDA";
+}
+
+inline void check_num_real_reqs(const tvm::ffi::TensorView& num_real_reqs) {
+  TVM_FFI_ICHECK(num_real_reqs.ndim() == 1 && num_real_reqs.size(0) == 1 && is_i32(num_real_reqs) &&
+                 on_cuda(num_real_reqs))
+      << "num_real_reqs: int32 [1] on the device";
+}
+
+// An integer attribute of `device` (< 64 devices), queried once per device and attribute slot.
+template <cudaDeviceAttr kAttr>
+inline int device_attribute(int device) {
   static int cached[64] = {0};
   if (device < 0 || device >= 64) return 0;
   if (cached[device] == 0) {
     int v = 0;
-    cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    cudaError_t e = cudaDeviceGetAttribute(&v, kAttr, device);
     TVM_FFI_ICHECK(e == cudaSuccess) << "cudaDeviceGetAttribute: " << cudaGetErrorString(e);
     cached[device] = v;
   }
   return cached[device];
 }
+
+// Opt-in shared memory limit per block of `device` (227 KiB on H100/H200).
+inline int max_smem_optin(int device) { return device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device); }
 
 // Launch on the tensors' device even if another device is current (restored on exit).
 struct DeviceGuard {
