@@ -48,12 +48,9 @@ def case_params(case: Any) -> dict:
 
 
 def _settings_dict(case: Any) -> dict:
-    t = case.timing
-    d = {"calls_per_graph": t.calls_per_graph, "replays": t.replays, "warmup_calls": t.warmup_calls,
-         "l2_flush": bool(t.l2_flush), "rounds": int(t.rounds)}
-    if t.replays_per_sample > 1:  # as Measurement.timing_dict: absent means one replay per sample
-        d["replays_per_sample"] = int(t.replays_per_sample)
-    return d
+    """The timing settings a failed case records: the config's (``TimingSettings.to_dict``, which
+    leaves out a default ``replays_per_sample``) without ``check_calls``, which is not timing."""
+    return {k: v for k, v in case.timing.to_dict().items() if k != "check_calls"}
 
 
 def format_violations(violations: list) -> str:
