@@ -1,12 +1,12 @@
 """Swap kernels of the regression set, one asv class per implementation.
 
 Generated from configs/ci.yaml (``track: true``): the axes and their values are the regression set's
-(``hisparse/asv_results.py`` defines them, shared with the converter that writes asv results from
+(``hisparse/track/asv.py`` defines them, shared with the converter that writes asv results from
 our own single-process runner). Grid points that are not a case of the set raise
 NotImplementedError in setup: asv records them as skipped.
 
 ``gpu_time_*`` is our benchmark type (the ``asv_bench_hisparse`` plugin, plugins/asv_bench_hisparse):
-the method returns the raw per-replay samples that hisparse.timing measured (CUDA graph of
+the method returns the raw per-replay samples that hisparse.bench.timing measured (CUDA graph of
 ``calls_per_graph`` calls, L2 flushed, one CUDA-event time per replay), and asv stores them as a
 timing result with median, IQR and CI. Workload, kernel build and the correctness check happen in
 setup, outside anything timed.

@@ -3,7 +3,7 @@
 - The regression set: ``configs/ci.yaml`` (``track: true``; HISPARSE_ASV_CONFIG overrides it, e.g.
   ``configs/cpu-small.yaml`` for a CPU round trip), expanded with ``ci=True`` by the hisparse under test.
 - The suite layout (class per implementation, axes, ``SUITE_VERSION``) comes from
-  ``hisparse/asv_results.py`` *of this tree*, loaded by path: the converter that writes asv results
+  ``hisparse/track/asv.py`` *of this tree*, loaded by path: the converter that writes asv results
   from our own runner and this suite share one definition, whichever commit's hisparse is imported.
 - Workloads are deterministic (each case carries its seed) and cached per process.
 
@@ -28,7 +28,7 @@ BACKEND = os.environ.get("HISPARSE_ASV_BACKEND", "auto")
 
 
 def _load_layout():
-    spec = importlib.util.spec_from_file_location("_hisparse_asv_layout", REPO / "hisparse" / "asv_results.py")
+    spec = importlib.util.spec_from_file_location("_hisparse_asv_layout", REPO / "hisparse" / "track" / "asv.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve their module by name
     spec.loader.exec_module(module)
@@ -38,12 +38,29 @@ def _load_layout():
 layout = _load_layout()
 
 
+# Where each piece lives: the wings layout (2026-12-01 on) first, then the flat layout of older
+# commits, so that asv can replay commits from before the move.
+_MODULES = {
+    "config": ("bench.config", "config"),
+    "backends": ("bench.backends", "backends"),
+    "workload": ("bench.workload", "workload"),
+    "implementations": ("bench.calls", "implementations"),
+    "measure": ("bench.measure", "measure"),
+    "timing": ("bench.timing", "timing"),
+}
+
+
 def hisparse_attr(module: str, name: str):
-    """``hisparse.<module>.<name>`` of the commit under test, or None when that commit lacks it."""
-    try:
-        return getattr(importlib.import_module(f"hisparse.{module}"), name, None)
-    except ImportError:
-        return None
+    """``<name>`` of the commit under test's module ``module`` (in whichever layout it has), or None
+    when that commit lacks it."""
+    for candidate in _MODULES.get(module, (module,)):
+        try:
+            found = getattr(importlib.import_module(f"hisparse.{candidate}"), name, None)
+        except ImportError:
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,7 +68,7 @@ def regression_set() -> tuple:
     """(cases, reason): the Case objects of the regression set, or () and why there are none."""
     load_config = hisparse_attr("config", "load_config")
     if load_config is None:
-        return (), "this commit has no hisparse.config.load_config"
+        return (), "this commit has no hisparse.bench.case.load_config"
     config = load_config(CONFIG)
     try:
         expansion = config.expand(ci=True)
@@ -92,8 +109,9 @@ class Prepared:
         resolve_name = hisparse_attr("backends", "resolve_name")
         make_workload = hisparse_attr("workload", "make_workload")
         bind = hisparse_attr("implementations", "bind")
-        self.timing = importlib.import_module("hisparse.timing")
-        if None in (get_backend, resolve_name, make_workload, bind) or not hasattr(self.timing, "time_calls"):
+        time_calls = hisparse_attr("timing", "time_calls")
+        settings_type = hisparse_attr("timing", "Settings")
+        if None in (get_backend, resolve_name, make_workload, bind, time_calls, settings_type):
             raise NotImplementedError("this commit lacks the backend/workload/implementation/timing API")
         self.case = case
         self.backend = get_backend(resolve_name(BACKEND))
@@ -107,14 +125,14 @@ class Prepared:
                 raise RuntimeError(f"{case.case_id}: check call {i} failed: {violations[0]}")
 
     def sample_seconds(self) -> list[float]:
-        """One sample per replay, seconds per call (hisparse.timing: CUDA graph + events on a GPU), over
+        """One sample per replay, seconds per call (hisparse.bench.timing: CUDA graph + events on a GPU), over
         the case's ``timing.rounds`` as the engine times them: round 0 on this workload, each further
-        round on a fresh one at another placement (``hisparse.measure.time_rounds``), so that asv's
+        round on a fresh one at another placement (``hisparse.bench.measure.time_rounds``), so that asv's
         median pools the same placements as a `hisparse-bench run` file. A commit without
         ``time_rounds`` times one round."""
-        settings = self.timing.Settings.of(self.case.timing)
+        settings = hisparse_attr("timing", "Settings").of(self.case.timing)
         self.workload.reset()
-        samples = list(self.timing.time_calls(self.bound.call, reset=self.workload.reset, settings=settings,
+        samples = list(hisparse_attr("timing", "time_calls")(self.bound.call, reset=self.workload.reset, settings=settings,
                                               device=self.backend.device).samples_us)
         time_rounds = hisparse_attr("measure", "time_rounds")
         make_workload = hisparse_attr("measure", "default_make_workload")

@@ -8,7 +8,7 @@
 ``gate`` exit status: 0 pass; 4 the gate failed once (re-measure the head, then call again with
 ``--confirm``); 1 a CONFIRMED regression (the re-run failed the gate too); 2 usage error.
 
-Per case: hisparse.changepoint.gate on the raw samples (Mann-Whitney U + a minimum relative change
+Per case: hisparse.track.changepoint.gate on the raw samples (Mann-Whitney U + a minimum relative change
 of medians that scales with the case's noise). The noise comes from this machine's history (the
 run-to-run spread of earlier runs of the same config and backend, at least 3); without that
 history the confirming gate uses the spread between the two head runs (changepoint.gate_with_confirm).
@@ -26,8 +26,8 @@ import re
 import sys
 from pathlib import Path
 
-from hisparse import changepoint as cp
-from hisparse.history import RunFile, read_run, scan_runs
+from hisparse.track import changepoint as cp
+from hisparse.track.history import RunFile, read_run, scan_runs
 
 EXIT_PASS, EXIT_CONFIRMED, EXIT_USAGE, EXIT_SUSPECT = 0, 1, 2, 4
 
@@ -147,8 +147,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_asv(args: argparse.Namespace) -> int:
-    from hisparse.asv_results import convert_run
-    from hisparse.history import commit_dates
+    from hisparse.track.asv import convert_run
+    from hisparse.track.history import commit_dates
 
     for path in args.runs:
         run = read_run(path)

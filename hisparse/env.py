@@ -53,6 +53,10 @@ CACHE_DIR: Path = Path(
     os.environ.get("HISPARSE_CACHE_DIR") or ((REPO_ROOT or Path.cwd()) / ".cache" / "hisparse" / "jit")
 ).expanduser().resolve()
 NO_JIT: bool = _truthy(os.environ.get("HISPARSE_NO_JIT"))
+# Where sweep configs are found by name: the checkout's configs/ (a source tree), then the copy an
+# installed wheel ships as hisparse/configs (setup.py); a name is also looked up in ./configs.
+CONFIG_DIRS: tuple[Path, ...] = tuple(d for d in ((REPO_ROOT / "configs") if REPO_ROOT else None,
+                                                  _PKG_DIR / "configs") if d is not None)
 DEFAULT_CUDA_ARCH = "9.0"  # H20/H100/H200; used when no GPU is visible (compile-only)
 
 

@@ -5,7 +5,7 @@
     python scripts/detector_power.py results/runs/*.json    # real samples: re-runs of one commit
 
 Both modes draw whole *runs* of a case from a run sampler and feed them to the two detectors of
-hisparse.changepoint exactly as the tools use them:
+hisparse.track.changepoint exactly as the tools use them:
 
 - trend (dashboard): a history of ``--commits`` commits, one run each; false alarm = any change point
   on a history without a change; power at slowdown s = a regression found within one commit of the
@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hisparse import changepoint as cp  # noqa: E402
+from hisparse.track import changepoint as cp  # noqa: E402
 
 # harness.md §5: upstream kernels, `distinct`, 4 processes on one H200: relative spread of the medians.
 MEASURED_SPREADS = {
@@ -146,7 +146,7 @@ def print_table(rows: list[dict], args: argparse.Namespace) -> None:
 
 
 def real_cases(paths: Sequence[str]) -> dict[str, list[list[float]]]:
-    from hisparse.history import read_run  # noqa: PLC0415
+    from hisparse.track.history import read_run  # noqa: PLC0415
 
     by_key: dict[str, list[list[float]]] = {}
     for p in paths:

@@ -14,7 +14,7 @@ reported (exit 9). A clean real run means something only next to a caught plante
 ``real`` runs: the single-step swap (plan recorded and not, an aligned and an unaligned item size,
 long / fast / padding rows, the rows used at the very end of exactly sized buffers), the planned copy
 replaying its plan, the bare gather (flat and fallback paths), and the multi-step swap when
-hisparse.ops.swap_multi exists (checked with the invariant checker), else a "skipped" line.
+hisparse.kernels.ops.swap_multi exists (checked with the invariant checker), else a "skipped" line.
 Exit codes of the script itself: 0 ok, 1 a result differs from the reference, 2 usage.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ SWAP_BLOCK = 256  # a small CTA: sanitizer runs are slow, and the code paths are
 
 
 def planted_specs():
-    from hisparse.jit import KernelSpec
+    from hisparse.kernels.jit import KernelSpec
 
     return [
         KernelSpec("planted_bugs", "planted_bugs::oob_write_entry", (("bytes_past_end", 64),), source_dir=PLANTED_DIR),
@@ -40,18 +40,18 @@ def planted_specs():
 
 
 def real_specs():
-    from hisparse.ops import copy_planned, gather_floor, swap_single
+    from hisparse.kernels.ops import copy_planned, gather_floor, swap_single
 
     return ([swap_single.kernel_spec(block_size=SWAP_BLOCK, record_plan=r) for r in (False, True)]
             + copy_planned.kernel_specs() + gather_floor.kernel_specs())
 
 
 def build() -> int:
-    from hisparse import jit
+    from hisparse.kernels import jit
 
     specs = real_specs() + planted_specs()
-    if importlib.util.find_spec("hisparse.ops.swap_multi") is not None:
-        mod = importlib.import_module("hisparse.ops.swap_multi")
+    if importlib.util.find_spec("hisparse.kernels.ops.swap_multi") is not None:
+        mod = importlib.import_module("hisparse.kernels.ops.swap_multi")
         factory = getattr(mod, "kernel_specs", None)
         if callable(factory):
             try:  # keyword-only factories take no case; registry-style ones take one
@@ -136,12 +136,12 @@ def _differs(a: dict, b: dict) -> list[str]:
 
 
 def run_real() -> int:
-    from hisparse.ops.copy_planned import copy_planned
-    from hisparse.ops.gather_floor import gather_floor
-    from hisparse.ops.swap_single import swap_single_step
-    from hisparse.reference.bytes import copy_rows
-    from hisparse.reference.copy_planned import copy_planned as copy_planned_ref
-    from hisparse.reference.swap_single import swap_single_step as swap_single_ref
+    from hisparse.kernels.ops.copy_planned import copy_planned
+    from hisparse.kernels.ops.gather_floor import gather_floor
+    from hisparse.kernels.ops.swap_single import swap_single_step
+    from hisparse.kernels.reference.bytes import copy_rows
+    from hisparse.kernels.reference.copy_planned import copy_planned as copy_planned_ref
+    from hisparse.kernels.reference.swap_single import swap_single_step as swap_single_ref
 
     failures = []
     for seed, (item, plan) in enumerate([(576, True), (100, False), (656, True)]):
@@ -191,14 +191,14 @@ def run_real() -> int:
 
 
 def run_multi_step() -> list[str]:
-    """Hook for the multi-step swap: runs only when hisparse.ops.swap_multi exists."""
-    if importlib.util.find_spec("hisparse.ops.swap_multi") is None:
-        print("swap_multi: skipped (hisparse.ops.swap_multi does not exist yet)")
+    """Hook for the multi-step swap: runs only when hisparse.kernels.ops.swap_multi exists."""
+    if importlib.util.find_spec("hisparse.kernels.ops.swap_multi") is None:
+        print("swap_multi: skipped (hisparse.kernels.ops.swap_multi does not exist yet)")
         return []
-    from hisparse.ops.swap_multi import swap_multi_step
-    from hisparse.reference.invariants import check_multi_step, snapshot
-    from hisparse.reference.swap_multi_cases import build_case
-    from hisparse.state import MultiStepState
+    from hisparse.kernels.ops.swap_multi import swap_multi_step
+    from hisparse.kernels.reference.invariants import check_multi_step, snapshot
+    from hisparse.kernels.scenarios import build_case
+    from hisparse.kernels.state import MultiStepState
 
     bs, steps, k, hot, page = 3, 2, 64, 128, 4
     g = torch.Generator().manual_seed(11)
@@ -230,7 +230,7 @@ def run_multi_step() -> list[str]:
 
 
 def run_planted(which: str) -> int:
-    from hisparse import jit
+    from hisparse.kernels import jit
 
     oob, race = planted_specs()
     if which == "planted-oob":

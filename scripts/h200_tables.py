@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from hisparse.results import load_run
+from hisparse.results.model import load_run
 
 GRID = dict(steps=4, top_k=2048, hot_buffer_size=4096, item_size_bytes=576)
 

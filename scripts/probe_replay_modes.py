@@ -2,7 +2,7 @@
 
 Some H200 cases alternate between two times from one graph replay to the next (e.g.
 multi_step/upstream/b4/.../pdl0: ~53.2 or ~55.2 us per call, ~50/50). This times one workload's
-100-call graph under variants of the engine's replay loop (hisparse/timing.py ``_time_cuda``):
+100-call graph under variants of the engine's replay loop (hisparse/bench/timing.py ``_time_cuda``):
   base          L2 flush + NVML clock sampling during the replay (what the engine does)
   noflush       no L2 flush before the replay
   noclock       no clock sampling
@@ -38,10 +38,11 @@ from pathlib import Path
 
 import torch
 
-from hisparse import implementations, timing
-from hisparse.backends import get_backend
-from hisparse.config_load import load_config
-from hisparse.workload import make_workload
+from hisparse.bench import calls as implementations
+from hisparse.bench import timing
+from hisparse.bench.backends import get_backend
+from hisparse.bench.config import load_config
+from hisparse.bench.workload import make_workload
 
 VARIANTS = (  # name, L2 flush, clock sampling, spin kernel before the start event
     ("base", True, True, False), ("noflush", False, True, False), ("noclock", True, False, False),

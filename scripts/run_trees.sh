@@ -3,7 +3,7 @@
 # TREES/<sha>.tar, extract it, run its own harness on its regression set (configs/ci.yaml --ci) with
 # the commit recorded through HISPARSE_GIT_COMMIT, and leave the run file in OUT/<sha>/.
 # Record them afterwards on a machine with the repository:
-#   python -c "from hisparse.history import record_run_dir as r; r('OUT/<sha>', '<sha>', 'results', 'h200-sxm')"
+#   python -c "from hisparse.track.history import record_run_dir as r; r('OUT/<sha>', '<sha>', 'results', 'h200-sxm')"
 # usage: scripts/run_trees.sh TREES OUT     (TREES from scripts/pack_history.sh)
 set -u
 trees=$1; out=$2; rc=0

@@ -24,8 +24,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hisparse import changepoint, stats
-from hisparse.history import CommitPoint, RunFile, Series, build_series, order_commits, scan_runs
+from hisparse import stats
+from hisparse.track import changepoint
+from hisparse.track.history import CommitPoint, RunFile, Series, build_series, order_commits, scan_runs
 from hisparse.render.text import modes_text
 
 CSS = """
@@ -241,7 +242,7 @@ def _plots_html(run: RunFile, make_plots: bool) -> str:
         if not pngs and make_plots:
             try:
                 from hisparse.render.plots import plot_run  # noqa: PLC0415
-                from hisparse.results import load_run  # noqa: PLC0415
+                from hisparse.results.model import load_run  # noqa: PLC0415
 
                 pngs = sorted(Path(p) for p in plot_run(load_run(run.path), tmp) if p)
             except Exception as e:  # noqa: BLE001 (no matplotlib, an older file: the page goes on)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hisparse.results import CaseResult, RunRecord
+from hisparse.results.model import CaseResult, RunRecord
 
 # Parameters that never split a line (workload is the panel; the x axis is excluded per plot).
 _IGNORED = {"workload", "seed"}

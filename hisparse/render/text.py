@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from hisparse import stats
-from hisparse.compare import within
-from hisparse.results import RunRecord
+from hisparse.track.compare import within
+from hisparse.results.model import RunRecord
 
 REFERENCE_NOTE = ("NOTE: backend 'reference': times are PyTorch-reference times on the CPU, not kernel "
                   "times; they say nothing about GPU performance.")

@@ -2,7 +2,7 @@
 
 asv's own ``time_*`` benchmarks time the Python call with a host timer, which for an asynchronous
 GPU launch measures the launch, not the kernel. Here the benchmark function does the measuring
-(hisparse.timing: a CUDA graph of many calls, replayed with L2 flushes, one CUDA-event time per
+(hisparse.bench.timing: a CUDA graph of many calls, replayed with L2 flushes, one CUDA-event time per
 replay divided by the calls per graph; on the CPU reference backend, host wall time) and returns the
 samples in **seconds per call**, one per replay. This type hands them to asv as
 ``{"samples": [...], "number": 1}``, which asv 0.6.6 stores as a timing result: median, quartiles,

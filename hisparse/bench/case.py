@@ -1,0 +1,489 @@
+"""Benchmark cases: ``Case`` (one point of a sweep), its stable id, timing settings, the value
+specs of every axis and workload parameter, and the pruning rules.
+
+The YAML schema, loading and expansion (``load_config``, ``SweepConfig``, ``Expansion``) live in
+hisparse/bench/config.py and are re-exported here. This module imports no torch (the CLI lists cases
+without it); the limits below repeat hisparse.kernels.state's (tests/test_config.py checks they agree).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, NamedTuple
+
+from hisparse.errors import ConfigError
+
+IMPLEMENTATIONS = ("lru_sequential", "multi_step", "multi_step_planned", "lru_sequential_planned")
+MULTI_STEP_IMPLEMENTATIONS = ("multi_step", "multi_step_planned")
+BASELINE_IMPLEMENTATION = "lru_sequential"
+# Implementations that also copy into shared-index layers (``shared_layers``), and the baseline of each
+# implementation that has one: the same work done by sequential LRU (single-step kernel once per step).
+PLANNED_IMPLEMENTATIONS = ("multi_step_planned", "lru_sequential_planned")
+LRU_IMPLEMENTATIONS = ("lru_sequential", "lru_sequential_planned")
+# A config without an implementation axis sweeps these (the planned baseline is opt-in: it is only
+# worth its time next to multi_step_planned, and older configs keep their expansion and hash).
+DEFAULT_IMPLEMENTATIONS = ("lru_sequential", "multi_step", "multi_step_planned")
+BASELINE_OF = {"multi_step": "lru_sequential", "multi_step_planned": "lru_sequential_planned"}
+WORKLOADS = ("upstream", "distinct", "trace")
+
+MAX_STEPS = 4
+MAX_STEPS_X_TOP_K = 8192
+MAX_HOT_BUFFER_SIZE = 32768
+MAX_LRU_HOT_BUFFER_SIZE = 32767  # lru_slots is int16 (reference doc §2.3)
+DEFAULT_SHARED_LAYERS = 3
+PAGE_SIZE = 64  # extra-page slots after the hot buffer (upstream spec tests and benchmark)
+
+# The upstream benchmark pattern (reference doc §5.1), scaled by top_k for `distinct`.
+UPSTREAM_TOP_K = 2048
+UPSTREAM_HOT_BUFFER_SIZE = 4096
+UPSTREAM_MISSES_PER_STEP = 196
+UPSTREAM_ADVANCE = 800
+UPSTREAM_ROLL = 137
+UPSTREAM_SEQ_LEN = 1_048_576
+
+
+class PatternGeometry(NamedTuple):
+    """Shape of the upstream-style pattern for one (top_k, steps): per step ``top_k - misses_per_step``
+    hits ``roll(arange(window), roll*s)[:hits]`` and ``misses_per_step`` misses (steps >= 2 repeat
+    one earlier miss), ``unique`` distinct misses per call, contiguous from hot_buffer_size; each call
+    adds ``advance`` to the miss block."""
+
+    misses_per_step: int
+    hits_per_step: int
+    unique: int
+    advance: int
+    roll: int
+    window: int
+
+
+def pattern_geometry(top_k: int, steps: int) -> PatternGeometry:
+    """top_k 2048 gives upstream's numbers exactly (196 misses, 782 unique for 4 steps, +800, roll 137)."""
+    m = min(top_k - 1, max(1, round(top_k * UPSTREAM_MISSES_PER_STEP / UPSTREAM_TOP_K))) if top_k > 1 else 1
+    unique = sum(m if s < 2 else m - 1 for s in range(steps))
+    advance = max(unique, round(top_k * UPSTREAM_ADVANCE / UPSTREAM_TOP_K))
+    roll = max(1, round(top_k * UPSTREAM_ROLL / UPSTREAM_TOP_K))
+    return PatternGeometry(m, top_k - m, unique, advance, roll, 2 * top_k)
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing settings
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    warmup_calls: int = 5
+    calls_per_graph: int = 100
+    replays: int = 10
+    l2_flush: bool = True
+    check_calls: int = 2
+    rounds: int = 1  # timing rounds per case, each on a freshly built workload (measure.run_case)
+    replays_per_sample: int = 1  # graph replays averaged into one sample (hisparse/bench/timing.py says why)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            spec = _TIMING_SPEC[f.name]
+            try:
+                spec.coerce(getattr(self, f.name))
+            except _Invalid as e:
+                raise ConfigError(f"timing.{f.name}: {e}") from None
+
+    @property
+    def max_calls_per_reset(self) -> int:
+        """The most calls the engine makes between two workload resets (warm-up, check, one replay)."""
+        return max(self.warmup_calls, self.calls_per_graph, self.check_calls, 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        if d["replays_per_sample"] == 1:  # added 2026-11-30: configs without it keep their hash
+            del d["replays_per_sample"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "TimingSettings":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (d or {}).items() if k in known})
+
+
+# ---------------------------------------------------------------------------------------------
+# Value specs (shared by axes, workload parameters and timing)
+
+
+class _Invalid(Exception):
+    """A value failed its spec; the message says what is allowed (the caller adds file and key)."""
+
+
+_BOOL_WORDS = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False}
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    kind: type
+    default: Any = None
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple = ()
+
+    def allowed(self) -> str:
+        if self.choices:
+            return ", ".join(map(str, self.choices))
+        if self.kind is bool:
+            return "true/false (or on/off)"
+        noun = {int: "an integer", float: "a number"}.get(self.kind, "a string")
+        if self.lo is not None and self.hi is not None:
+            return f"{noun} in [{self.lo}, {self.hi}]"
+        if self.lo is not None:
+            return f"{noun} >= {self.lo}"
+        return noun
+
+    def coerce(self, value: Any) -> Any:
+        v = value
+        if self.kind is bool:
+            if isinstance(v, str) and v.lower() in _BOOL_WORDS:
+                v = _BOOL_WORDS[v.lower()]
+            elif isinstance(v, int) and not isinstance(v, bool) and v in (0, 1):
+                v = bool(v)
+            if not isinstance(v, bool):
+                raise _Invalid(f"expected {self.allowed()}, got {_show(value)}")
+            return v
+        if self.kind is int:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise _Invalid(f"expected {self.allowed()}, got {_show(value)}")
+        elif self.kind is float:
+            if isinstance(v, str):  # YAML 1.1 reads `1e-3` as a string
+                try:
+                    v = float(v)
+                except ValueError:
+                    pass
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise _Invalid(f"expected {self.allowed()}, got {_show(value)}")
+            v = float(v)
+        elif not isinstance(v, str):
+            raise _Invalid(f"expected {self.allowed()}, got {_show(value)}")
+        if self.choices and v not in self.choices:
+            raise _Invalid(f"{_show(value)} is not allowed; allowed: {self.allowed()}")
+        if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
+            raise _Invalid(f"{_show(value)} is out of range; allowed: {self.allowed()}")
+        return v
+
+
+def _show(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+AXIS_SPECS: dict[str, ParamSpec] = {
+    "implementation": ParamSpec(str, choices=IMPLEMENTATIONS),
+    "workload": ParamSpec(str, choices=WORKLOADS),
+    "batch": ParamSpec(int, 1, lo=1, hi=4096),
+    "steps": ParamSpec(int, 4, lo=0, hi=64),  # outside 1..4: pruned with a reason, not an error
+    "top_k": ParamSpec(int, 2048, lo=1, hi=MAX_STEPS_X_TOP_K),
+    "hot_buffer_size": ParamSpec(int, 4096, lo=1, hi=MAX_HOT_BUFFER_SIZE),
+    "item_size_bytes": ParamSpec(int, 576, lo=1, hi=1 << 20),
+    "pdl": ParamSpec(bool, True),
+    "shared_layers": ParamSpec(int, DEFAULT_SHARED_LAYERS, lo=1, hi=64),
+}
+AXES = tuple(AXIS_SPECS)
+
+WORKLOAD_PARAMS: dict[str, dict[str, ParamSpec]] = {
+    "upstream": {},
+    "distinct": {},
+    "trace": {
+        "miss_rate": ParamSpec(float, 0.1, lo=0.0, hi=1.0),  # per-step fraction of fresh tokens
+        "step_overlap": ParamSpec(float, 0.8, lo=0.0, hi=1.0),  # fraction shared with the previous step
+        "locality": ParamSpec(float, 0.5, lo=0.0, hi=1.0),  # rest: from recent steps vs older resident
+        "host_layout": ParamSpec(str, "scattered", choices=("scattered", "contiguous")),
+    },
+}
+
+_TIMING_SPEC: dict[str, ParamSpec] = {
+    "warmup_calls": ParamSpec(int, 5, lo=0, hi=100_000),
+    "calls_per_graph": ParamSpec(int, 100, lo=1, hi=100_000),
+    "replays": ParamSpec(int, 10, lo=10, hi=100_000),
+    "l2_flush": ParamSpec(bool, True),
+    "check_calls": ParamSpec(int, 2, lo=0, hi=100_000),
+    "rounds": ParamSpec(int, 1, lo=1, hi=20),
+    "replays_per_sample": ParamSpec(int, 1, lo=1, hi=1000),
+}
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Case: one point of a sweep
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _parse_text(spec: ParamSpec, text: str) -> Any:
+    """A value written by ``_fmt`` back to its type (then checked by the spec)."""
+    try:
+        if spec.kind is int:
+            return spec.coerce(int(text))
+        if spec.kind is float:
+            return spec.coerce(float(text))
+    except ValueError:
+        raise _Invalid(f"expected {spec.allowed()}, got {text!r}") from None
+    return spec.coerce(text)
+
+
+def _normalise_workload_params(workload: str, params: Any) -> tuple[tuple[str, Any], ...]:
+    schema = WORKLOAD_PARAMS[workload]
+    given = dict(params.items() if isinstance(params, Mapping) else params or ())
+    out = {}
+    for key, value in given.items():
+        if key not in schema:
+            allowed = ", ".join(schema) if schema else f"none ({workload} takes no parameters)"
+            raise ConfigError(f"case: workload_params.{key}: unknown parameter of workload {workload!r}; "
+                              f"allowed: {allowed}")
+        try:
+            out[key] = schema[key].coerce(value)
+        except _Invalid as e:
+            raise ConfigError(f"case: workload_params.{key}: {e}") from None
+    for key, spec in schema.items():
+        out.setdefault(key, spec.default)
+    return tuple(sorted(out.items()))
+
+
+_ID_PREFIXES = (("batch", "b"), ("steps", "s"), ("top_k", "k"), ("hot_buffer_size", "h"),
+                ("item_size_bytes", "i"), ("pdl", "pdl"))
+
+
+def format_case_id(params: Mapping[str, Any]) -> str:
+    """``impl/workload/b64/s4/k2048/h4096/i576/pdl1``, then ``/key=value`` for every parameter that
+    differs from its default (shared_layers of the planned implementations, workload parameters, seed)."""
+    parts = [str(params["implementation"]), str(params["workload"])]
+    parts += [f"{prefix}{int(params[key])}" for key, prefix in _ID_PREFIXES]
+    if params["implementation"] in PLANNED_IMPLEMENTATIONS and params["shared_layers"] != DEFAULT_SHARED_LAYERS:
+        parts.append(f"shared_layers={params['shared_layers']}")
+    schema = WORKLOAD_PARAMS.get(str(params["workload"]), {})
+    for key, value in sorted(dict(params.get("workload_params") or {}).items()):
+        if key not in schema or value != schema[key].default:
+            parts.append(f"{key}={_fmt(value)}")
+    if params.get("seed", 0) != 0:
+        parts.append(f"seed={params['seed']}")
+    return "/".join(parts)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case. Fields are normalised on construction: ``workload_params`` becomes the
+    sorted tuple of every parameter (defaults filled in), the sequential-LRU implementations get
+    ``pdl=False``, and only the planned ones have ``shared_layers`` (default 3; 0 for the others)."""
+
+    implementation: str
+    workload: str
+    workload_params: tuple[tuple[str, Any], ...] = ()
+    batch: int = 1
+    steps: int = 4
+    top_k: int = 2048
+    hot_buffer_size: int = 4096
+    item_size_bytes: int = 576
+    pdl: bool = True
+    shared_layers: int | None = None
+    seed: int = 0
+    timing: TimingSettings = field(default_factory=TimingSettings)
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        for name in ("implementation", "workload", "batch", "steps", "top_k", "hot_buffer_size",
+                     "item_size_bytes", "pdl"):
+            try:
+                put(name, AXIS_SPECS[name].coerce(getattr(self, name)))
+            except _Invalid as e:
+                raise ConfigError(f"case: {name}: {e}") from None
+        put("workload_params", _normalise_workload_params(self.workload, self.workload_params))
+        if self.implementation in PLANNED_IMPLEMENTATIONS:
+            layers = DEFAULT_SHARED_LAYERS if self.shared_layers is None else self.shared_layers
+            try:
+                put("shared_layers", AXIS_SPECS["shared_layers"].coerce(layers))
+            except _Invalid as e:
+                raise ConfigError(f"case: shared_layers: {e}") from None
+        else:
+            put("shared_layers", 0)
+        if self.implementation in LRU_IMPLEMENTATIONS:
+            put("pdl", False)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"case: seed: expected an integer >= 0, got {_show(self.seed)}")
+        if isinstance(self.timing, Mapping):
+            put("timing", TimingSettings.from_dict(self.timing))
+        if not isinstance(self.timing, TimingSettings):
+            raise ConfigError(f"case: timing: expected TimingSettings, got {type(self.timing).__name__}")
+
+    # -- identity ------------------------------------------------------------------------------
+    @property
+    def case_id(self) -> str:
+        return format_case_id(self.to_dict())
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.to_dict()
+
+    @property
+    def workload_params_dict(self) -> dict[str, Any]:
+        return dict(self.workload_params)
+
+    def param(self, name: str) -> Any:
+        return self.workload_params_dict[name]
+
+    def baseline(self) -> "Case | None":
+        """The same work done by sequential LRU (pdl off): ``lru_sequential`` for ``multi_step``,
+        ``lru_sequential_planned`` (same shared layers) for ``multi_step_planned``; None for a baseline."""
+        impl = BASELINE_OF.get(self.implementation)
+        if impl is None:
+            return None
+        return replace(self, implementation=impl, pdl=False,
+                       shared_layers=self.shared_layers if impl in PLANNED_IMPLEMENTATIONS else None)
+
+    def baseline_id(self) -> str | None:
+        """Id of the case the speedup is measured against (``derived.speedup_vs_lru_sequential``; the
+        file also names it in ``derived.speedup_baseline``), or None for a baseline itself."""
+        base = self.baseline()
+        return base.case_id if base is not None else None
+
+    def with_(self, **changes: Any) -> "Case":
+        return replace(self, **changes)
+
+    # -- derived sizes -------------------------------------------------------------------------
+    @property
+    def is_multi_step(self) -> bool:
+        return self.implementation in MULTI_STEP_IMPLEMENTATIONS
+
+    @property
+    def is_planned(self) -> bool:
+        return self.implementation in PLANNED_IMPLEMENTATIONS
+
+    @property
+    def occurrences(self) -> int:
+        return self.steps * self.top_k
+
+    @property
+    def page_size(self) -> int:
+        return PAGE_SIZE
+
+    def problems(self) -> str | None:
+        """Why this case cannot run (the expansion's prune reason), or None."""
+        return prune_reason(self.to_dict(), self.timing)
+
+    # -- (de)serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The ``params`` object of a result file (docs/results-format.md); timing is stored apart."""
+        return {"implementation": self.implementation, "workload": self.workload, "batch": self.batch,
+                "steps": self.steps, "top_k": self.top_k, "hot_buffer_size": self.hot_buffer_size,
+                "item_size_bytes": self.item_size_bytes, "pdl": self.pdl, "shared_layers": self.shared_layers,
+                "workload_params": dict(self.workload_params), "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, Any], timing: TimingSettings | Mapping | None = None) -> "Case":
+        """Inverse of ``to_dict`` (a ``timing`` key in ``params`` is used when ``timing`` is None)."""
+        d = dict(params)
+        t = d.pop("timing", None)
+        allowed = {f.name for f in fields(cls)} - {"timing"}
+        unknown = sorted(set(d) - allowed)
+        if unknown:
+            raise ConfigError(f"case: {unknown[0]}: unknown key; allowed keys: {', '.join(sorted(allowed))}")
+        missing = [k for k in ("implementation", "workload") if k not in d]
+        if missing:
+            raise ConfigError(f"case: {missing[0]}: missing (required)")
+        timing = timing if timing is not None else t
+        d["timing"] = timing if isinstance(timing, TimingSettings) else TimingSettings.from_dict(timing)
+        return cls(**d)
+
+    @classmethod
+    def from_id(cls, case_id: str, timing: TimingSettings | None = None) -> "Case":
+        """Inverse of ``case_id`` (parameters not in the id take their defaults)."""
+        parts = case_id.split("/")
+        if len(parts) < 2 + len(_ID_PREFIXES):
+            raise ConfigError(f"case id {case_id!r}: expected impl/workload/bN/sN/kN/hN/iN/pdlN[/key=value...]")
+        d: dict[str, Any] = {"implementation": parts[0], "workload": parts[1], "workload_params": {}}
+        for (key, prefix), text in zip(_ID_PREFIXES, parts[2:2 + len(_ID_PREFIXES)]):
+            if not text.startswith(prefix) or not text[len(prefix):].isdigit():
+                raise ConfigError(f"case id {case_id!r}: {key}: expected {prefix}<integer>, got {text!r}")
+            d[key] = int(text[len(prefix):])
+        d["pdl"] = bool(d["pdl"])
+        schema = WORKLOAD_PARAMS.get(parts[1], {})
+        for text in parts[2 + len(_ID_PREFIXES):]:
+            key, sep, value = text.partition("=")
+            spec = {"shared_layers": AXIS_SPECS["shared_layers"], "seed": ParamSpec(int, 0, lo=0)}.get(key)
+            if not sep or (spec is None and key not in schema):
+                raise ConfigError(f"case id {case_id!r}: {text!r}: expected key=value with key one of "
+                                  f"{', '.join(['shared_layers', *schema, 'seed'])}")
+            try:
+                if spec is not None:
+                    d[key] = _parse_text(spec, value)
+                else:
+                    d["workload_params"][key] = _parse_text(schema[key], value)
+            except _Invalid as e:
+                raise ConfigError(f"case id {case_id!r}: {key}: {e}") from None
+        return cls.from_dict(d, timing)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pruning: combinations that cannot run, with the reason
+
+
+@dataclass(frozen=True)
+class Pruned:
+    params: dict[str, Any]
+    reason: str
+
+    @property
+    def case_id(self) -> str:
+        return format_case_id(self.params)
+
+
+def baseline_id_of(params: dict) -> str | None:
+    """``Case.baseline_id`` of a result's params; None for params this version cannot read."""
+    try:
+        return Case.from_dict(params).baseline_id()
+    except Exception:  # noqa: BLE001 (params of an older config version: no speedup, not an error)
+        return None
+
+
+def prune_reason(params: Mapping[str, Any], timing: TimingSettings | None = None) -> str | None:
+    """Why the case ``params`` (a ``Case.to_dict()``-shaped dict) cannot run, or None."""
+    timing = timing or TimingSettings()
+    impl, workload = params["implementation"], params["workload"]
+    s, k, h = int(params["steps"]), int(params["top_k"]), int(params["hot_buffer_size"])
+    if not 1 <= s <= MAX_STEPS:
+        return f"steps {s} outside 1..{MAX_STEPS}"
+    if k > h:
+        return f"top_k {k} > hot_buffer_size {h} (one step's top-k must fit in the hot buffer)"
+    if s * k > MAX_STEPS_X_TOP_K:
+        return f"steps*top_k = {s}*{k} = {s * k} > {MAX_STEPS_X_TOP_K} (multi-step occurrence limit)"
+    if impl in LRU_IMPLEMENTATIONS and h > MAX_LRU_HOT_BUFFER_SIZE:
+        return f"{impl} needs hot_buffer_size <= {MAX_LRU_HOT_BUFFER_SIZE} (int16 lru_slots), got {h}"
+    wp = dict(params.get("workload_params") or {})
+    if workload == "upstream":
+        if k != UPSTREAM_TOP_K:
+            return f"upstream has a fixed shape: top_k {UPSTREAM_TOP_K} (reference doc §5.1), got {k}"
+        if h < UPSTREAM_HOT_BUFFER_SIZE:
+            return (f"upstream has a fixed shape: hot_buffer_size >= {UPSTREAM_HOT_BUFFER_SIZE} (its hits are "
+                    f"tokens 0..{UPSTREAM_HOT_BUFFER_SIZE - 1}), got {h}")
+        g = pattern_geometry(k, s)
+        last = h + g.advance * timing.max_calls_per_reset + g.unique - 1
+        if last >= UPSTREAM_SEQ_LEN - PAGE_SIZE:
+            return (f"upstream: {timing.max_calls_per_reset} calls between resets reach token {last}, past its "
+                    f"sequence length {UPSTREAM_SEQ_LEN} (fewer calls_per_graph)")
+    elif h < 2 * k:
+        why = ("its hits are drawn from the first 2*top_k tokens" if workload == "distinct"
+               else "the resident set must hold more than the previous step")
+        return f"{workload} needs hot_buffer_size >= 2*top_k = {2 * k} ({why}), got {h}"
+    if workload == "trace":
+        rate, overlap = float(wp.get("miss_rate", 0.0)), float(wp.get("step_overlap", 0.0))
+        if rate + overlap > 1.0 + 1e-9:
+            return f"trace needs miss_rate + step_overlap <= 1, got {rate} + {overlap}"
+    return None
+
+
+__all__ = [
+    "AXES", "AXIS_SPECS", "BASELINE_OF", "DEFAULT_IMPLEMENTATIONS", "IMPLEMENTATIONS", "LRU_IMPLEMENTATIONS", "MULTI_STEP_IMPLEMENTATIONS",
+    "PLANNED_IMPLEMENTATIONS", "WORKLOADS", "WORKLOAD_PARAMS",
+    "Case", "ParamSpec", "PatternGeometry", "Pruned", "TimingSettings", "format_case_id", "pattern_geometry",
+    "prune_reason",
+]

@@ -1,0 +1,173 @@
+"""The two floors every case is reported against, measured in the same run (harness.md §1, §4):
+
+- PCIe floor: the case's host->device bytes per call over the pinned-host -> device bandwidth
+  measured by ``measure_pinned_h2d`` (a ``copy_`` of a large pinned buffer; 55.3 GB/s for 1 GiB on
+  the H200 node). Not applicable on the reference backend (no PCIe): "n/a".
+- Gather floor: a bare gather (``gather_floor``, the kernels' own warp copy, nothing else) of the
+  SAME rows the case copied, per call, replayed through the same timing loop as the case (CUDA graph
+  of calls_per_graph calls, L2 flushed between replays). Scattered rows over a large pinned pool
+  gather markedly slower than PCIe bandwidth (33-41 vs 49 GB/s measured), so this floor is the
+  fairer one for "how much is left".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hisparse import stats
+from hisparse.bench import timing
+from hisparse.bench.calls import CallRecord
+
+PINNED_BYTES = 1 << 30  # harness.md §1 measured 1 GiB copies
+PINNED_FALLBACK_BYTES = 256 << 20  # when 1 GiB of pinned memory cannot be had
+PINNED_SAMPLES = 10
+PINNED_WARMUP = 2
+
+
+@dataclass(frozen=True)
+class PinnedBandwidth:
+    gbps: float | None  # median of the samples
+    samples_gbps: tuple[float, ...] = ()
+    nbytes: int | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pinned_h2d_gbps": self.gbps, "pinned_h2d_samples_gbps": list(self.samples_gbps),
+                               "pinned_h2d_bytes": self.nbytes}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PinnedBandwidth":
+        return cls(gbps=data.get("pinned_h2d_gbps"), samples_gbps=tuple(data.get("pinned_h2d_samples_gbps") or ()),
+                   nbytes=data.get("pinned_h2d_bytes"), note=data.get("note"))
+
+
+NOT_APPLICABLE = PinnedBandwidth(gbps=None, note="n/a: reference backend (PyTorch on the CPU, no PCIe transfer)")
+
+
+def measure_pinned_h2d(device: str, *, nbytes: int = PINNED_BYTES, samples: int = PINNED_SAMPLES) -> PinnedBandwidth:
+    """Pinned host -> device ``copy_`` bandwidth in GB/s (1e9 bytes/s), CUDA events per copy."""
+    if not device.startswith("cuda"):
+        return NOT_APPLICABLE
+    import torch  # noqa: PLC0415
+
+    try:
+        src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    except RuntimeError:
+        nbytes = PINNED_FALLBACK_BYTES
+        src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    src.fill_(1)  # first touch outside the timed copies
+    dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(PINNED_WARMUP):
+        dst.copy_(src, non_blocking=True)
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(samples):
+        start.record()
+        dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        out.append(nbytes / (start.elapsed_time(end) * 1e-3) / 1e9)
+    del src, dst
+    return PinnedBandwidth(gbps=stats.median(out), samples_gbps=tuple(out), nbytes=nbytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per case
+
+
+@dataclass(frozen=True)
+class Work:
+    unique_misses_per_call: float  # rows the swapped layer loaded per call (mean over recorded calls)
+    hits_per_call: float  # top-k occurrences resident before the call
+    bytes_per_call: float  # host->device bytes per call, every layer
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {k: _int_if_whole(v) for k, v in self.__dict__.items()}
+
+
+def _int_if_whole(v: float) -> float | int:
+    return int(v) if float(v).is_integer() else float(v)
+
+
+def work_of(records: list[CallRecord], item_size_bytes: int) -> Work:
+    n = max(len(records), 1)
+    return Work(
+        unique_misses_per_call=sum(r.primary_rows for r in records) / n,
+        hits_per_call=sum(r.hits for r in records) / n,
+        bytes_per_call=sum(r.total_rows for r in records) * item_size_bytes / n,
+    )
+
+
+@dataclass
+class _GatherCalls:
+    """Replays the recorded rows call by call: one gather per destination buffer and call."""
+
+    backend: Any
+    calls: list[list[tuple[Any, Any, Any, Any]]]
+    item_size_bytes: int
+    index: int = field(default=0)
+
+    def reset(self) -> None:
+        self.index = 0
+
+    def __call__(self) -> None:
+        for src, dst, host, buf in self.calls[self.index % len(self.calls)]:
+            self.backend.gather_floor(src_rows=src, dst_rows=dst, host_cache=host, device_buffer=buf,
+                                      item_size_bytes=self.item_size_bytes)
+        self.index += 1
+
+
+def gather_calls(records: list[CallRecord]) -> list[list[tuple[Any, Any, Any, Any]]]:
+    """Per call: the rows of all its copies, concatenated per (host, destination buffer) pair."""
+    import torch  # noqa: PLC0415
+
+    out = []
+    for rec in records:
+        groups: dict[tuple[int, int], list] = {}
+        for c in rec.copies:
+            if c.src_rows.numel() == 0:
+                continue
+            key = (id(c.host_cache), id(c.dst_buffer))
+            groups.setdefault(key, [c.host_cache, c.dst_buffer, [], []])
+            groups[key][2].append(c.src_rows)
+            groups[key][3].append(c.dst_rows)
+        out.append([(torch.cat(s).to(torch.int64), torch.cat(d).to(torch.int32), host, buf)
+                    for host, buf, s, d in groups.values()])
+    return out
+
+
+def measure_gather_floor(backend: Any, records: list[CallRecord], settings: timing.Settings,
+                         item_size_bytes: int) -> timing.Measurement | None:
+    """Time the bare gather of the recorded rows like the case itself; None when nothing was copied."""
+    calls = gather_calls(records)
+    if not any(calls):
+        return None
+    fn = _GatherCalls(backend, calls, item_size_bytes)
+    return timing.time_calls(fn, reset=fn.reset, settings=settings, device=backend.device)
+
+
+def floor_dict(work: Work, gather: timing.Measurement | None, pinned: PinnedBandwidth) -> dict[str, Any]:
+    pcie = None
+    if pinned.gbps:
+        pcie = work.bytes_per_call / (pinned.gbps * 1e3)  # bytes / (GB/s) -> us
+    return {
+        "pcie_floor_us": pcie,
+        "gather_floor_us": stats.median(gather.samples_us) if gather is not None else None,
+        "gather_samples_us": list(gather.samples_us) if gather is not None else [],
+    }
+
+
+def derived_dict(median_us: float, work: Work, floor: dict[str, Any]) -> dict[str, Any]:
+    def over(f: float | None) -> float | None:
+        return median_us / f if f else None
+
+    return {
+        "gbps": work.bytes_per_call / (median_us * 1e3) if median_us > 0 else None,
+        "over_pcie_floor": over(floor.get("pcie_floor_us")),
+        "over_gather_floor": over(floor.get("gather_floor_us")),
+        "speedup_vs_lru_sequential": None,  # filled in once the baseline case is in the run
+    }

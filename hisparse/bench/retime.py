@@ -1,0 +1,115 @@
+"""More timing processes for a finished run (pyperf's worker processes, for the same reason).
+
+Rounds inside one process (``timing.rounds``) vary where the host rows are read from and where the
+device buffers land, but some state is fixed for a whole process: on the H200 sequential LRU on
+shared host rows ran 4.9% apart between three processes while every round of one process agreed
+(results/stability/README.md). ``hisparse-bench run --processes N`` therefore runs the sweep (checks,
+recorded calls, floors, rounds) and then N-1 fresh processes of ``hisparse-bench retime RUN``, each
+adding ``timing.rounds`` more rounds to every ok case of the file: samples pooled, statistics and
+derived figures recomputed, the split kept (``timing.samples_per_round``, ``timing.samples_per_process``).
+
+A retime process does no checks: the data (same seed) and the kernels are those the first process
+checked before it timed. A case that fails in a retime process keeps what it had (the reason goes to
+``timing.retime_errors``); the file is rewritten after every case, so an interrupted retime leaves
+every case whole, some with one process fewer (``timing.processes`` says how many).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from hisparse import stats
+from hisparse.bench import measure
+from hisparse.results import metadata
+from hisparse.bench import timing
+from hisparse.errors import HisparseError
+from hisparse.bench.floors import Work, derived_dict
+from hisparse.results.model import CaseResult, RunRecord, RunWriter, load_run
+
+
+class RetimeError(HisparseError):
+    """The run file cannot be retimed here (its config changed, another backend...)."""
+
+
+def _measurement_of(result: CaseResult) -> timing.Measurement:
+    """A stored case's samples back as one (pooled) Measurement."""
+    t, clocks = result.timing, result.clocks or {}
+    return timing.Measurement(
+        method=t.get("method", timing.METHOD_CUDA), samples_us=tuple(result.samples_us),
+        warmup_us=tuple(t.get("warmup_us") or ()), calls_per_graph=int(t["calls_per_graph"]),
+        replays=int(t["replays"]), warmup_calls=int(t["warmup_calls"]), l2_flush=bool(t["l2_flush"]),
+        clocks=timing.Clocks(source=clocks.get("source", "n/a"), sm_mhz=tuple(clocks.get("sm_mhz") or ()),
+                             mem_mhz=tuple(clocks.get("mem_mhz") or ()),
+                             throttle_reasons=tuple(clocks.get("throttle_reasons") or ())),
+        samples_per_round=tuple(t.get("samples_per_round") or (len(result.samples_us),)),
+        replays_per_sample=int(t.get("replays_per_sample", 1)), replay_us=result.replay_us,
+    )
+
+
+def merge(result: CaseResult, rounds: list[timing.Measurement], placements: list[dict]) -> CaseResult:
+    """``result`` plus one more process's rounds: pooled samples, recomputed stats and derived."""
+    pooled = timing.pool([_measurement_of(result), *rounds])
+    old = result.timing
+    added = sum(len(m.samples_us) for m in rounds)
+    per_process = list(old.get("samples_per_process") or [len(result.samples_us)]) + [added]
+    new_timing = {**old, **pooled.timing_dict(), "placements": list(old.get("placements") or []) + placements,
+                  "processes": len(per_process), "samples_per_process": per_process}
+    summary = stats.summary(pooled.samples_us, pooled.replay_us)
+    derived = derived_dict(summary.median, Work(**result.work), result.floor or {}) if result.work else result.derived
+    return replace(result, timing=new_timing, samples_us=pooled.samples_us, stats=summary.to_dict(),
+                   derived=derived, clocks=pooled.clocks.to_dict())
+
+
+def retime_case(case: Any, result: CaseResult, backend: Any,
+                make_workload: Callable[..., Any] | None = None) -> CaseResult:
+    """``case.timing.rounds`` rounds of ``case`` in this process, merged into ``result``; on failure
+    ``result`` unchanged but for ``timing.retime_errors``."""
+    make = make_workload or measure.default_make_workload
+    try:
+        rounds, placements = measure.time_rounds(case, backend, make, timing.Settings.of(case.timing),
+                                                 range(int(case.timing.rounds)))
+    except Exception as e:  # noqa: BLE001 (one case's failure is recorded; the others go on)
+        errors = list(result.timing.get("retime_errors") or []) + [f"{type(e).__name__}: {e}"]
+        return replace(result, timing={**result.timing, "retime_errors": errors})
+    return merge(result, rounds, placements)
+
+
+def cases_of(record: RunRecord) -> dict[str, Any]:
+    """The Case objects of a run file, rebuilt from its config (path, --ci, filters); refuses a
+    config whose hash no longer matches the file's."""
+    from hisparse.bench.config import load_config  # noqa: PLC0415
+
+    cfg_block = record.config or {}
+    path = cfg_block.get("path")
+    if not path:
+        raise RetimeError("the run file does not say which config it ran")
+    cfg = load_config(path)
+    if cfg_block.get("hash") and cfg.config_hash != cfg_block["hash"]:
+        raise RetimeError(f"{path}: the config changed since the run (hash {cfg.config_hash[:12]}, "
+                          f"the run's {str(cfg_block['hash'])[:12]}): its cases cannot be retimed")
+    expansion = cfg.expand(ci=bool(cfg_block.get("ci")), filters=tuple(cfg_block.get("filters") or ()))
+    return {c.case_id: c for c in expansion.cases}
+
+
+def retime_run(path: str | Path, backend: Any) -> Iterator[tuple[str, CaseResult]]:
+    """Retime every ok case of the run file ``path`` in this process, rewriting the file after each
+    case; yields (case id, merged result)."""
+    record = load_run(path)
+    if record.backend != backend.name:
+        raise RetimeError(f"{path}: the run used backend {record.backend!r}, not {backend.name!r}")
+    diff = metadata.mismatches(record.environment, metadata.collect_environment(backend.device))
+    if diff:
+        raise RetimeError(f"{path}: cannot add timings from a different environment: " + "; ".join(diff))
+    cases = cases_of(record)
+    writer = RunWriter(path, record)  # not resume(): the run stays "finished" while more processes add to it
+    for result in record.cases:
+        case = cases.get(result.case_id)
+        if not result.ok or case is None:
+            continue
+        merged = retime_case(case, result, backend)
+        record = writer.record
+        writer.replace_record(measure.link_speedups(replace(
+            record, cases=tuple(merged if c.case_id == result.case_id else c for c in record.cases))))
+        yield result.case_id, merged

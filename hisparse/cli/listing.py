@@ -1,0 +1,21 @@
+"""`hisparse-bench list`: the cases a config expands to, and the pruned combinations with reasons."""
+from __future__ import annotations
+
+import click
+
+
+@click.command("list")
+@click.argument("config", required=False, default="default")
+@click.option("--ci", is_flag=True, help="Use the config's reduced CI grid.")
+@click.option("--filter", "filters", multiple=True, metavar="EXPR", help="Keep only matching cases (repeatable).")
+def list_cases(config: str, ci: bool, filters: tuple[str, ...]) -> None:
+    """List the cases of CONFIG (a name under configs/ or a YAML path)."""
+    from hisparse.bench.config import load_config
+    from hisparse.errors import HisparseError
+    from hisparse.render import text
+
+    try:
+        expansion = load_config(config).expand(ci=ci, filters=tuple(filters))
+    except HisparseError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(text.listing(expansion.cases, expansion.pruned))

@@ -1,1 +1,0 @@
-"""One module per `hisparse-bench` subcommand (registered in hisparse/cli.py)."""

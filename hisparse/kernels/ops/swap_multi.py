@@ -1,0 +1,138 @@
+"""CUDA multi-step (speculative) swap: the gather + commit kernels of csrc/swap_multi.cuh.
+
+Same keyword-only arguments as the PyTorch reference ``hisparse.kernels.reference.swap_multi.swap_multi_step``
+(docs/design.md); tensors are mutated in place and nothing is returned (no host sync, so a call can be
+captured in a CUDA graph). Arguments are validated once with the checks the reference uses, so a bad
+call raises the same ``InputError`` on both backends before any compile or launch; ``debug=True``
+also runs the value-level contract check (one device->host sync).
+
+Only ``pdl`` and whether a miss plan is recorded are compile-time choices (two template arguments);
+steps, top_k, hot_buffer_size, page_size, scratch capacity and item_size_bytes are runtime values, so
+four instantiations serve every configuration.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from hisparse import env
+from hisparse.kernels import jit
+from hisparse.errors import InputError
+from hisparse.kernels.jit import KernelSpec
+from hisparse.kernels.state import MultiStepState
+from hisparse.kernels.validation.swap_multi import SwapMultiShape, check_swap_multi_contract, check_swap_multi_inputs
+
+OP = "swap_multi"
+ENTRY = "hisparse::swap_multi_entry"
+# csrc/swap_multi.cuh bounds the item so (row, 16-byte word) indices of a copy fit in 32 bits.
+MAX_ITEM_SIZE_BYTES = 1 << 20
+PDL_MIN_CAPABILITY = (9, 0)  # griddepcontrol (programmatic dependent launch) exists from sm_90
+
+_PDL_BY_DEVICE: dict[int, bool] = {}
+
+
+def kernel_spec(*, pdl: bool, record_plan: bool) -> KernelSpec:
+    """The one instantiation for (pdl, record_plan)."""
+    return KernelSpec(op=OP, entry=ENTRY, template_args=(("pdl", bool(pdl)), ("record_plan", bool(record_plan))))
+
+
+def arch_supports_pdl(arch: str) -> bool:
+    """True when every target of an arch setting ("9.0", "9.0a", "8.9 9.0") is sm_90 or newer."""
+    tag = env.arch_tag(arch)  # validates; "sm_90a" / "sm_89-sm_90"
+    majors = [int(part[3:].rstrip("abcdefghijklmnopqrstuvwxyz")) // 10 for part in tag.split("-")]
+    return all(m >= PDL_MIN_CAPABILITY[0] for m in majors)
+
+
+def kernel_specs(case: Any = None, *, pdl: bool | None = None, record_plan: bool | None = None,
+                 arch: str | None = None) -> list[KernelSpec]:
+    """KernelSpecs a call or benchmark case needs (``hisparse-bench build``, hisparse.bench.kernel_specs).
+
+    ``pdl``: explicit, else the case's ``pdl`` attribute, else the wrapper's auto choice for ``arch``
+    (default ``env.CUDA_ARCH``; no GPU query). ``record_plan``: explicit, else both variants (the
+    harness times calls without a plan and records one for shared layers). Every other case parameter
+    (steps, top_k, hot_buffer_size, item_size_bytes, batch, ...) is a runtime value of one build.
+    """
+    if pdl is None:
+        pdl = getattr(case, "pdl", None)
+    pdls = [arch_supports_pdl(arch or env.CUDA_ARCH) if pdl is None else bool(pdl)]
+    plans = [False, True] if record_plan is None else [bool(record_plan)]
+    return [kernel_spec(pdl=p, record_plan=r) for p in pdls for r in plans]
+
+
+_kernel = jit.runner(lambda pdl, record_plan: kernel_spec(pdl=pdl, record_plan=record_plan))
+
+
+def resolve_pdl(pdl: bool | None, device: torch.device) -> bool:
+    """``None`` (auto) -> True on compute capability >= 9.0; cached per device (one query per process)."""
+    if pdl is not None:
+        return bool(pdl)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    cached = _PDL_BY_DEVICE.get(index)
+    if cached is None:
+        cached = torch.cuda.get_device_capability(index) >= PDL_MIN_CAPABILITY
+        _PDL_BY_DEVICE[index] = cached
+    return cached
+
+
+def _check_cuda_call(shape: SwapMultiShape, host_cache: torch.Tensor, item_size_bytes: int) -> None:
+    if shape.device.type != "cuda":
+        raise InputError(
+            f"state: the CUDA swap needs CUDA tensors, got {shape.device}; use "
+            "hisparse.kernels.reference.swap_multi.swap_multi_step on the CPU"
+        )
+    # The kernels read host rows zero-copy through their UVA address: pageable memory would fault.
+    if host_cache.device.type == "cpu" and not host_cache.is_pinned():
+        raise InputError("host_cache: a CPU host_cache must be pinned (torch.empty(..., pin_memory=True))")
+    if item_size_bytes > MAX_ITEM_SIZE_BYTES:
+        raise InputError(f"item_size_bytes: must be <= {MAX_ITEM_SIZE_BYTES} for the CUDA kernel, got {item_size_bytes}")
+
+
+def swap_multi_step(
+    *,
+    top_k_tokens: torch.Tensor,
+    device_buffer_tokens: torch.Tensor,
+    host_cache_locs: torch.Tensor,
+    device_buffer_locs: torch.Tensor,
+    host_cache: torch.Tensor,
+    device_buffer: torch.Tensor,
+    top_k_device_locs: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    state: MultiStepState,
+    num_real_reqs: torch.Tensor,
+    item_size_bytes: int,
+    miss_src: torch.Tensor | None = None,
+    miss_dst: torch.Tensor | None = None,
+    miss_count: torch.Tensor | None = None,
+    pdl: bool | None = None,
+    debug: bool = False,
+) -> None:
+    """Multi-step swap on the caller's (torch current) stream; see the module doc and docs/design.md.
+
+    ``pdl``: None = auto (on for compute capability >= 9.0), True/False force the instantiation (both
+    are valid on Hopper; only False runs on older GPUs). ``debug``: also run the contract check.
+    """
+    kwargs = dict(
+        top_k_tokens=top_k_tokens, device_buffer_tokens=device_buffer_tokens, host_cache_locs=host_cache_locs,
+        device_buffer_locs=device_buffer_locs, host_cache=host_cache, device_buffer=device_buffer,
+        top_k_device_locs=top_k_device_locs, req_pool_indices=req_pool_indices, seq_lens=seq_lens, state=state,
+        num_real_reqs=num_real_reqs, item_size_bytes=item_size_bytes, miss_src=miss_src, miss_dst=miss_dst,
+        miss_count=miss_count, pdl=pdl,
+    )
+    if not isinstance(debug, bool):
+        raise InputError(f"debug: must be True or False, got {debug!r}")
+    shape = check_swap_multi_contract(**kwargs) if debug else check_swap_multi_inputs(**kwargs)
+    _check_cuda_call(shape, host_cache, item_size_bytes)
+    run = _kernel(resolve_pdl(pdl, shape.device), shape.record_plan)
+    # On torch's current stream of the tensors' device (tvm-ffi passes it; the entry guards the device).
+    run(
+        top_k_tokens, device_buffer_tokens, host_cache_locs, device_buffer_locs, host_cache, device_buffer,
+        top_k_device_locs, req_pool_indices, seq_lens, num_real_reqs,
+        state.hash_index, state.ref_epochs, state.clock, state.counters, state.scratch_locs,
+        state.miss_keys, state.miss_vals, state.miss_order,
+        miss_src, miss_dst, miss_count, item_size_bytes,
+    )
+
+
+__all__ = ["swap_multi_step", "kernel_spec", "kernel_specs", "resolve_pdl", "arch_supports_pdl"]

@@ -1,0 +1,151 @@
+"""CUDA single-step exact-LRU swap (``csrc/swap_single.cuh``, device code ``csrc/include/hisparse/lru.cuh``).
+
+Same keyword-only arguments as :func:`hisparse.kernels.reference.swap_single.swap_single_step`, bit-exact with
+it (outputs, ``device_buffer_tokens``, ``lru_slots``, device bytes, miss plan). Returns None and never
+synchronises with the device: validation reads shapes only (``debug=True`` adds the full content
+contract, which syncs), nothing is allocated, and the kernel runs on torch's current stream, so a call
+can be captured in a CUDA graph.
+
+Compile-time choices are only the block size and whether a plan is recorded (each instantiation costs
+~10 s of nvcc); top_k, hot_buffer_size, page_size and item_size_bytes are runtime values, with the
+shared memory sized at launch.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from hisparse.kernels import jit
+from hisparse.errors import InputError
+from hisparse.kernels.validation.swap_single import (
+    SwapSingleShape,
+    check_swap_single_contract,
+    check_swap_single_inputs,
+)
+
+OP = "swap_single"
+ENTRY = "hisparse::swap_single_entry"
+# 1024 threads: the upstream benchmarks' block size on H100/H200 (960 was upstream's B200 workaround).
+DEFAULT_BLOCK_SIZE = 1024
+BLOCK_SIZES = (128, 256, 512, 960, 1024)
+
+# Mirrors SwapSmemLayout in csrc/include/hisparse/lru.cuh: keep the two in sync.
+_WARP = 32
+_SCAN_WORDS = 40
+# Opt-in shared memory per block when torch does not report it (bytes), by compute capability major.
+_SMEM_OPTIN_FALLBACK = {9: 232448, 10: 232448, 8: 166912}
+
+
+def _hash_size(top_k: int) -> int:
+    return 1 << max(1, (2 * top_k - 1).bit_length())
+
+
+def swap_single_smem_bytes(top_k: int, hot_buffer_size: int) -> int:
+    """Dynamic shared memory of one CTA (int32 tokens, hash keys, chunk offsets and masks, scan scratch;
+    int16 LRU staging and hash values), rounded up to 16 bytes."""
+    chunks = (hot_buffer_size + _WARP - 1) // _WARP
+    hs = _hash_size(top_k)
+    int32_words = top_k + hs + (chunks + 1) + chunks + _SCAN_WORDS
+    total = 4 * int32_words + 2 * hot_buffer_size + 2 * hs
+    return (total + 15) // 16 * 16
+
+
+_SMEM_LIMIT: dict[int, int] = {}
+
+
+def max_shared_memory_per_block(device: torch.device) -> int:
+    """Opt-in dynamic shared memory per block on ``device`` (227 KiB on H100/H200); cached per device."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    limit = _SMEM_LIMIT.get(index)
+    if limit is None:
+        props = torch.cuda.get_device_properties(index)
+        limit = getattr(props, "shared_memory_per_block_optin", None) or _SMEM_OPTIN_FALLBACK.get(props.major, 101376)
+        _SMEM_LIMIT[index] = int(limit)
+        limit = int(limit)
+    return limit
+
+
+def kernel_spec(case: Any = None, *, block_size: int | None = None, record_plan: bool = False) -> jit.KernelSpec:
+    """The instantiation a call needs. ``case`` (optional) may carry ``block_size``."""
+    if block_size is None:
+        block_size = getattr(case, "block_size", None) or DEFAULT_BLOCK_SIZE
+    _check_block_size(block_size)
+    return jit.KernelSpec(op=OP, entry=ENTRY,
+                          template_args=(("block_size", int(block_size)), ("record_plan", bool(record_plan))))
+
+
+def kernel_specs(case: Any = None, *, block_size: int | None = None) -> list[jit.KernelSpec]:
+    """Both plan variants (the harness times calls without a plan and records one for its floors)."""
+    return [kernel_spec(case, block_size=block_size, record_plan=r) for r in (False, True)]
+
+
+_kernel = jit.runner(lambda block_size, record_plan: kernel_spec(block_size=block_size, record_plan=record_plan))
+
+
+def _check_block_size(block_size: object) -> None:
+    if isinstance(block_size, bool) or block_size not in BLOCK_SIZES:
+        raise InputError(f"block_size: must be one of {', '.join(map(str, BLOCK_SIZES))}, got {block_size!r}")
+
+
+def check_fits(shape: SwapSingleShape, device: torch.device) -> None:
+    """Reject (InputError) a top_k / hot_buffer_size pair whose shared memory exceeds the device limit."""
+    need = swap_single_smem_bytes(shape.top_k, shape.hot_buffer_size)
+    limit = max_shared_memory_per_block(device)
+    if need > limit:
+        raise InputError(
+            f"top_k_tokens, lru_slots: top_k={shape.top_k} with hot_buffer_size={shape.hot_buffer_size} needs "
+            f"{need} bytes of shared memory per request, more than the {limit} bytes {torch.cuda.get_device_name(device)} "
+            "allows per block; use a smaller top_k or hot_buffer_size"
+        )
+
+
+def swap_single_step(
+    *,
+    top_k_tokens: torch.Tensor,
+    device_buffer_tokens: torch.Tensor,
+    host_cache_locs: torch.Tensor,
+    device_buffer_locs: torch.Tensor,
+    host_cache: torch.Tensor,
+    device_buffer: torch.Tensor,
+    top_k_device_locs: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    lru_slots: torch.Tensor,
+    num_real_reqs: torch.Tensor,
+    item_size_bytes: int,
+    page_size: int = 1,
+    miss_src: torch.Tensor | None = None,
+    miss_dst: torch.Tensor | None = None,
+    miss_count: torch.Tensor | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    debug: bool = False,
+) -> None:
+    """Single-step swap on the GPU; mutates the tensors in place like the reference. ``debug=True``
+    also checks the content contract first (one device->host sync), raising InputError on violation."""
+    kw = dict(
+        top_k_tokens=top_k_tokens, device_buffer_tokens=device_buffer_tokens, host_cache_locs=host_cache_locs,
+        device_buffer_locs=device_buffer_locs, host_cache=host_cache, device_buffer=device_buffer,
+        top_k_device_locs=top_k_device_locs, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
+        lru_slots=lru_slots, num_real_reqs=num_real_reqs, item_size_bytes=item_size_bytes, page_size=page_size,
+        miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count,
+    )
+    shape = check_swap_single_contract(**kw) if debug else check_swap_single_inputs(**kw)
+    device = top_k_tokens.device
+    if device.type != "cuda":
+        raise InputError(f"top_k_tokens: the CUDA swap needs tensors on a cuda device, got {device} "
+                         "(use hisparse.kernels.reference.swap_single for CPU tensors)")
+    _check_block_size(block_size)
+    check_fits(shape, device)
+    if item_size_bytes > 0x7FFFFFFF:
+        raise InputError(f"item_size_bytes: must be < 2**31, got {item_size_bytes}")
+    if shape.batch == 0:
+        return
+    fn = _kernel(block_size, shape.record_plan)
+    if shape.record_plan:
+        plan = (miss_src, miss_dst, miss_count)
+    else:
+        # Never read by the record_plan=false instantiation; any tensor will do, so nothing is allocated.
+        plan = (top_k_device_locs, top_k_device_locs, top_k_device_locs)
+    fn(top_k_tokens, device_buffer_tokens, host_cache_locs, device_buffer_locs, host_cache, device_buffer,
+       top_k_device_locs, req_pool_indices, seq_lens, lru_slots, num_real_reqs, item_size_bytes, page_size, *plan)

@@ -1,0 +1,452 @@
+"""Sweep configs: validation messages, expansion and pruning (counts by hand), CI subsets, filters,
+case ids, the config hash, and the shipped configs."""
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hisparse.bench import case as config
+from hisparse.bench.case import Case, TimingSettings, pattern_geometry
+from hisparse.bench.config import load_config, parse_config
+from hisparse.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, text: str, name: str = "sweep.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def config_error(tmp_path: Path, text: str) -> tuple[str, Path]:
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    return str(e.value), p
+
+
+# ---------------------------------------------------------------------------------------------
+# Limits agree with the rest of the package
+
+
+def test_limits_match_state_module():
+    from hisparse.kernels import state
+
+    assert config.MAX_STEPS == state.MAX_STEPS == 4
+    assert config.MAX_STEPS_X_TOP_K == state.MAX_STEPS_X_TOP_K == 8192
+    assert config.MAX_HOT_BUFFER_SIZE == state.MAX_HOT_BUFFER_SIZE == 32768
+    assert config.MAX_LRU_HOT_BUFFER_SIZE == 32767  # int16 lru_slots (reference doc §2.3)
+
+
+def test_upstream_geometry_is_the_reference_benchmark():
+    # reference doc §5.1: 196 misses per step, 1852 hits, 782 unique over 4 steps, +800, roll 137, 4096
+    assert tuple(pattern_geometry(2048, 4)) == (196, 1852, 782, 800, 137, 4096)
+    assert pattern_geometry(2048, 1).unique == 196
+    assert pattern_geometry(2048, 2).unique == 392
+    assert pattern_geometry(2048, 3).unique == 196 + 196 + 195
+
+
+def test_timing_defaults_and_replays_floor():
+    t = TimingSettings()
+    assert (t.warmup_calls, t.calls_per_graph, t.replays, t.l2_flush, t.check_calls) == (5, 100, 10, True, 2)
+    assert t.rounds == 1 and t.to_dict()["rounds"] == 1
+    with pytest.raises(ConfigError, match=r"timing\.replays.*\[10, "):
+        TimingSettings(replays=9)
+
+
+@pytest.mark.parametrize("bad, shown", [("0", "int 0"), ("21", "int 21"), ("x", "str 'x'"),
+                                        ("true", "bool True"), ("2.5", "float 2.5")])
+def test_bad_timing_rounds_names_the_key_and_range(tmp_path, bad, shown):
+    msg, p = config_error(tmp_path, f"timing: {{rounds: {bad}}}\n")
+    assert msg.startswith(f"{p}: timing.rounds: ") and shown in msg
+    assert msg.endswith("an integer in [1, 20]") or msg.endswith(f"an integer in [1, 20], got {shown}")
+    with pytest.raises(ConfigError, match=r"timing\.rounds.*\[1, 20\]"):
+        TimingSettings(rounds=0)
+
+
+def test_timing_rounds_is_read_and_changes_the_hash(tmp_path):
+    one = load_config(write(tmp_path, "timing: {rounds: 1}\n", "one.yaml"))
+    three = load_config(write(tmp_path, "timing: {rounds: 3}\n", "three.yaml"))
+    assert one.timing.rounds == 1 and three.timing.rounds == 3
+    assert all(c.timing.rounds == 3 for c in three.expand())
+    assert one.config_hash != three.config_hash  # a different measurement, not resumable into
+
+
+def test_timing_replays_per_sample_is_read_and_checked(tmp_path):
+    five = load_config(write(tmp_path, "timing: {calls_per_graph: 20, replays_per_sample: 5}\n", "five.yaml"))
+    assert all(c.timing.replays_per_sample == 5 for c in five.expand())
+    assert TimingSettings().replays_per_sample == 1  # one replay per sample unless a config asks
+    # a config that does not set it hashes as before the key existed (history stays comparable)
+    assert "replays_per_sample" not in TimingSettings().to_dict()
+    assert TimingSettings.from_dict(five.timing.to_dict()) == five.timing
+    assert load_config(write(tmp_path, "timing: {calls_per_graph: 20}\n", "one.yaml")).config_hash != five.config_hash
+    msg, p = config_error(tmp_path, "timing: {replays_per_sample: 0}\n")
+    assert msg.startswith(f"{p}: timing.replays_per_sample: ") and "[1, 1000]" in msg
+
+
+# ---------------------------------------------------------------------------------------------
+# Expansion and pruning, counted by hand
+
+SMALL = """\
+    axes:
+      implementation: [lru_sequential, multi_step]
+      workload: [upstream, distinct]
+      batch: {values: [1, 8], ci: [8]}
+      steps: [2, 4, 5]
+      top_k: 2048
+      hot_buffer_size: [2048, 4096]
+      pdl: [on, off]
+    """
+
+
+def test_small_expansion_counts_and_reasons(tmp_path):
+    cfg = load_config(write(tmp_path, SMALL))
+    exp = cfg.expand()
+    # Valid: hot 4096 and steps 2 or 4 only (steps 5 is out of range; hot 2048 < 2*top_k for both
+    # workloads). lru_sequential: 2 workloads x 2 batches x 2 steps = 8 (PDL does not apply, one case);
+    # multi_step: 2 x 2 x 2 x 2 PDL = 16.
+    assert len(exp.cases) == 24
+    assert sum(c.implementation == "lru_sequential" for c in exp.cases) == 8
+    assert all(not c.pdl for c in exp.cases if c.implementation == "lru_sequential")
+    # Pruned ids: steps 5 (x hot 2) + hot 2048 (x steps 2, 4) = 4 per (impl, workload, batch, pdl):
+    # lru 2*2*4 = 16, multi_step 2*2*2*4 = 32.
+    assert len(exp.pruned) == 48
+    assert len({p.case_id for p in exp.pruned}) == 48
+    reasons = {p.case_id: p.reason for p in exp.pruned}
+    assert reasons["multi_step/distinct/b1/s5/k2048/h4096/i576/pdl0"] == "steps 5 outside 1..4"
+    assert "upstream has a fixed shape" in reasons["lru_sequential/upstream/b8/s2/k2048/h2048/i576/pdl0"]
+    assert "hot_buffer_size >= 4096" in reasons["lru_sequential/upstream/b8/s2/k2048/h2048/i576/pdl0"]
+    assert "distinct needs hot_buffer_size >= 2*top_k = 4096" in reasons[
+        "multi_step/distinct/b8/s4/k2048/h2048/i576/pdl1"]
+    for p in exp.pruned:  # a pruned record carries the full params of its case
+        assert set(p.params) == set(Case("multi_step", "distinct").to_dict())
+
+
+def test_small_expansion_ci_subset(tmp_path):
+    exp = load_config(write(tmp_path, SMALL)).expand(ci=True)
+    assert len(exp.cases) == 12  # batch 8 only: half of 24
+    assert {c.batch for c in exp.cases} == {8}
+    assert len(exp.pruned) == 24
+
+
+def test_prune_rules_top_k_and_occurrences(tmp_path):
+    cfg = load_config(write(tmp_path, """\
+        axes: {implementation: multi_step, workload: trace, top_k: 4096,
+               hot_buffer_size: [2048, 8192], steps: [1, 2, 4], batch: 1}
+        """))
+    exp = cfg.expand()
+    # hot 2048: top_k > hot (3); hot 8192: steps 4 -> 16384 occurrences (1); steps 1 and 2 run.
+    assert sorted(c.case_id for c in exp.cases) == [
+        "multi_step/trace/b1/s1/k4096/h8192/i576/pdl1", "multi_step/trace/b1/s2/k4096/h8192/i576/pdl1"]
+    reasons = sorted(p.reason for p in exp.pruned)
+    assert len(reasons) == 4
+    assert reasons.count("top_k 4096 > hot_buffer_size 2048 (one step's top-k must fit in the hot buffer)") == 3
+    assert "steps*top_k = 4*4096 = 16384 > 8192 (multi-step occurrence limit)" in reasons
+
+
+def test_prune_lru_int16_limit_and_trace_rates(tmp_path):
+    cfg = load_config(write(tmp_path, """\
+        axes: {workload: trace, top_k: 2048, hot_buffer_size: [4096, 32768], steps: 4}
+        workloads:
+          trace: {miss_rate: [0.1, 0.3], step_overlap: 0.8}
+        """))
+    exp = cfg.expand()
+    # 3 implementations x 2 hot x 2 miss rates = 12 combos; miss_rate 0.3 + 0.8 > 1 prunes 6;
+    # lru_sequential at hot 32768 prunes 1 more (int16 lru_slots).
+    assert len(exp.cases) == 5
+    reasons = {p.case_id: p.reason for p in exp.pruned}
+    assert reasons["lru_sequential/trace/b1/s4/k2048/h32768/i576/pdl0"].startswith(
+        "lru_sequential needs hot_buffer_size <= 32767")
+    assert reasons["multi_step/trace/b1/s4/k2048/h4096/i576/pdl1/miss_rate=0.3"] == (
+        "trace needs miss_rate + step_overlap <= 1, got 0.3 + 0.8")
+
+
+def test_exclude_rules_and_slices(tmp_path):
+    cfg = load_config(write(tmp_path, """\
+        axes: {implementation: [lru_sequential, multi_step], workload: distinct, batch: [1, 2], pdl: on}
+        slices:
+          - {implementation: multi_step, batch: 64, item_size_bytes: {values: [576, 1152], ci: []}}
+        exclude:
+          - {implementation: lru_sequential, batch: 1, reason: not interesting}
+          - {batch: 64, item_size_bytes: 1152}
+        """))
+    exp = cfg.expand()
+    assert exp.ids == ["lru_sequential/distinct/b2/s4/k2048/h4096/i576/pdl0",
+                       "multi_step/distinct/b1/s4/k2048/h4096/i576/pdl1",
+                       "multi_step/distinct/b2/s4/k2048/h4096/i576/pdl1",
+                       "multi_step/distinct/b64/s4/k2048/h4096/i576/pdl1"]
+    assert {p.case_id: p.reason for p in exp.pruned} == {
+        "lru_sequential/distinct/b1/s4/k2048/h4096/i576/pdl0": "not interesting",
+        "multi_step/distinct/b64/s4/k2048/h4096/i1152/pdl1": "excluded by exclude[1]"}
+    # An empty CI list drops the slice from --ci.
+    assert all(c.batch != 64 for c in cfg.expand(ci=True))
+
+
+def test_slices_dedupe_against_the_main_grid(tmp_path):
+    cfg = load_config(write(tmp_path, """\
+        axes: {implementation: multi_step, workload: distinct, batch: [1, 64]}
+        slices: [{batch: 64}, {batch: 64, steps: [2, 4]}]
+        """))
+    assert cfg.expand().ids == ["multi_step/distinct/b1/s4/k2048/h4096/i576/pdl1",
+                                "multi_step/distinct/b64/s4/k2048/h4096/i576/pdl1",
+                                "multi_step/distinct/b64/s2/k2048/h4096/i576/pdl1"]
+
+
+def test_expansion_iterates_like_a_list(tmp_path):
+    exp = load_config(write(tmp_path, SMALL)).expand()
+    assert list(exp) == exp.cases and len(exp) == 24
+
+
+# ---------------------------------------------------------------------------------------------
+# Filters
+
+
+def test_filters(tmp_path):
+    cfg = load_config(write(tmp_path, SMALL))
+    assert len(cfg.expand(filters=["batch=8"])) == 12
+    assert len(cfg.expand(filters=["batch=1,8"])) == 24
+    # pdl=off is every lru_sequential case (8) and multi_step's PDL-off ones (8).
+    off = cfg.expand(filters=["pdl=off"])
+    assert len(off) == 16 and all(not c.pdl for c in off)
+    both = cfg.expand(filters=["workload=distinct", "/b8/", "multi_step/"])
+    assert sorted(both.ids) == sorted(
+        f"multi_step/distinct/b8/s{s}/k2048/h4096/i576/pdl{p}" for s in (2, 4) for p in (0, 1))
+    assert both.filtered_out == 20
+    assert len(cfg.expand(filters=["nothing-matches-this"])) == 0
+
+
+def test_filter_errors_name_the_allowed_keys(tmp_path):
+    cfg = load_config(write(tmp_path, SMALL))
+    with pytest.raises(ConfigError, match=r"unknown key 'bs'.*batch.*hot_buffer_size.*miss_rate"):
+        cfg.expand(filters=["bs=8"])
+    with pytest.raises(ConfigError, match=r"batch.*expected an integer"):
+        cfg.expand(filters=["batch=eight"])
+
+
+def test_filter_on_workload_parameters(tmp_path):
+    cfg = load_config(write(tmp_path, """\
+        axes: {implementation: multi_step, workload: [distinct, trace], top_k: 64, hot_buffer_size: 256}
+        workloads:
+          trace: {miss_rate: [0.05, 0.2], host_layout: [scattered, contiguous]}
+        """))
+    assert len(cfg.expand()) == 5
+    assert len(cfg.expand(filters=["miss_rate=0.2"])) == 2
+    assert cfg.expand(filters=["host_layout=contiguous", "miss_rate=0.05"]).ids == [
+        "multi_step/trace/b1/s4/k64/h256/i576/pdl1/host_layout=contiguous/miss_rate=0.05"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Case ids and round trips
+
+
+def test_case_id_format_and_baseline():
+    c = Case("multi_step", "distinct", batch=64)
+    assert c.case_id == "multi_step/distinct/b64/s4/k2048/h4096/i576/pdl1"
+    assert c.baseline_id() == "lru_sequential/distinct/b64/s4/k2048/h4096/i576/pdl0"
+    planned = Case("multi_step_planned", "upstream", batch=8, pdl=False)
+    assert planned.shared_layers == 3
+    assert planned.case_id == "multi_step_planned/upstream/b8/s4/k2048/h4096/i576/pdl0"
+    # its baseline does the same work: sequential LRU plus the same planned copies into 3 layers
+    assert planned.baseline_id() == "lru_sequential_planned/upstream/b8/s4/k2048/h4096/i576/pdl0"
+    wide = Case("multi_step_planned", "distinct", shared_layers=5)
+    assert wide.baseline_id() == "lru_sequential_planned/distinct/b1/s4/k2048/h4096/i576/pdl0/shared_layers=5"
+    base = Case("lru_sequential_planned", "distinct", pdl=True)
+    assert (base.pdl, base.shared_layers, base.baseline_id()) == (False, 3, None)
+    assert Case("lru_sequential", "distinct").baseline_id() is None
+    lru = Case("lru_sequential", "upstream", pdl=True, shared_layers=5)
+    assert (lru.pdl, lru.shared_layers) == (False, 0)
+    t = Case("multi_step_planned", "trace", {"step_overlap": 0.5, "miss_rate": 0.2}, shared_layers=1, seed=7)
+    assert t.case_id == ("multi_step_planned/trace/b1/s4/k2048/h4096/i576/pdl1/shared_layers=1/"
+                         "miss_rate=0.2/step_overlap=0.5/seed=7")
+    assert t.workload_params_dict == {"host_layout": "scattered", "locality": 0.5, "miss_rate": 0.2,
+                                      "step_overlap": 0.5}
+
+
+def test_results_format_params_round_trip():
+    # The `params` object of docs/results-format.md, verbatim.
+    params = {"implementation": "multi_step", "workload": "distinct", "batch": 64, "steps": 4,
+              "top_k": 2048, "hot_buffer_size": 4096, "item_size_bytes": 576, "pdl": True,
+              "shared_layers": 0, "workload_params": {}, "seed": 0}
+    c = Case.from_dict(params)
+    assert c.case_id == "multi_step/distinct/b64/s4/k2048/h4096/i576/pdl1"
+    assert c.to_dict() == params
+
+
+def test_every_shipped_case_round_trips():
+    for name in ("default", "ci", "cpu-small", "upstream"):
+        cfg = load_config(name)
+        for c in cfg.expand():
+            assert Case.from_dict(c.to_dict(), c.timing) == c
+            assert Case.from_id(c.case_id, c.timing) == c
+            assert Case.from_dict(c.to_dict()).case_id == c.case_id
+
+
+def test_case_errors():
+    with pytest.raises(ConfigError, match="implementation.*lru_sequential, multi_step, multi_step_planned"):
+        Case("lru", "distinct")
+    with pytest.raises(ConfigError, match="workload_params.miss_rate.*upstream takes no parameters"):
+        Case("multi_step", "upstream", {"miss_rate": 0.1})
+    with pytest.raises(ConfigError, match="case id"):
+        Case.from_id("multi_step/distinct/b64")
+    with pytest.raises(ConfigError, match="unknown key"):
+        Case.from_dict({"implementation": "multi_step", "workload": "distinct", "bs": 1})
+
+
+# ---------------------------------------------------------------------------------------------
+# Config hash
+
+
+def test_config_hash_is_stable_and_canonical(tmp_path):
+    a = load_config(write(tmp_path, SMALL, "a.yaml"))
+    b = load_config(write(tmp_path, SMALL, "a.yaml"))
+    assert a.config_hash == b.config_hash
+    assert re.fullmatch(r"[0-9a-f]{64}", a.config_hash)
+    # Same sweep written differently (flow style, other key order, a name): same hash.
+    c = load_config(write(tmp_path, """\
+        name: other-name
+        axes:
+          pdl: [true, false]
+          hot_buffer_size: [2048, 4096]
+          top_k: [2048]
+          steps: [2, 4, 5]
+          batch: {ci: [8], values: [1, 8]}
+          workload: [upstream, distinct]
+          implementation: [lru_sequential, multi_step]
+        """, "c.yaml"))
+    assert c.config_hash == a.config_hash
+    # Anything that changes the cases changes the hash: timing, seed, an axis value.
+    for extra in ("timing: {calls_per_graph: 50}\n", "seed: 1\n"):
+        d = load_config(write(tmp_path, SMALL + extra, "d.yaml"))
+        assert d.config_hash != a.config_hash
+    assert a.expand(ci=True).config_hash != a.config_hash
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation: the message names the file, the key and what is allowed
+
+
+def test_unknown_top_level_key(tmp_path):
+    msg, p = config_error(tmp_path, "axis: {batch: 1}\n")
+    assert msg.startswith(f"{p}: axis: unknown key; allowed keys: name, description, track, seed, axes,")
+
+
+def test_unknown_axis_key(tmp_path):
+    msg, p = config_error(tmp_path, "axes: {batchsize: 4}\n")
+    assert str(p) in msg and "axes.batchsize: unknown key" in msg
+    assert "implementation, workload, batch, steps, top_k, hot_buffer_size, item_size_bytes, pdl" in msg
+
+
+def test_wrong_type(tmp_path):
+    msg, p = config_error(tmp_path, "timing: {replays: ten}\n")
+    assert msg == f"{p}: timing.replays: expected an integer in [10, 100000], got str 'ten'"
+    msg, p = config_error(tmp_path, "axes: {batch: [1, 2.5]}\n")
+    assert msg == f"{p}: axes.batch[1]: expected an integer in [1, 4096], got float 2.5"
+    msg, p = config_error(tmp_path, "axes: {pdl: maybe}\n")
+    assert "axes.pdl" in msg and "true/false (or on/off)" in msg
+    msg, p = config_error(tmp_path, "axes: [1, 2]\n")
+    assert msg.startswith(f"{p}: axes: expected a mapping")
+
+
+def test_out_of_range_hot_buffer_size(tmp_path):
+    msg, p = config_error(tmp_path, "axes:\n  hot_buffer_size: {values: [4096, 40000]}\n")
+    assert msg == (f"{p}: axes.hot_buffer_size.values[1]: int 40000 is out of range; "
+                   "allowed: an integer in [1, 32768]")
+    msg, p = config_error(tmp_path, "timing: {replays: 5}\n")
+    assert "timing.replays" in msg and "[10, " in msg
+
+
+def test_unknown_implementation_and_workload(tmp_path):
+    msg, p = config_error(tmp_path, "axes: {implementation: [multi_step, spec_4_full]}\n")
+    assert msg == (f"{p}: axes.implementation[1]: str 'spec_4_full' is not allowed; "
+                   "allowed: lru_sequential, multi_step, multi_step_planned, lru_sequential_planned")
+    msg, p = config_error(tmp_path, "workloads: {zipf: {}}\n")
+    assert msg == f"{p}: workloads.zipf: unknown key; allowed keys: upstream, distinct, trace"
+    msg, p = config_error(tmp_path, "workloads: {trace: {miss: 0.1}}\n")
+    assert msg == (f"{p}: workloads.trace.miss: unknown key; allowed keys: "
+                   "miss_rate, step_overlap, locality, host_layout")
+    msg, p = config_error(tmp_path, "workloads: {trace: {host_layout: striped}}\n")
+    assert "workloads.trace.host_layout" in msg and "scattered, contiguous" in msg
+    msg, p = config_error(tmp_path, "workloads: {trace: {miss_rate: 1.5}}\n")
+    assert "workloads.trace.miss_rate" in msg and "in [0.0, 1.0]" in msg
+
+
+def test_ci_must_be_a_subset(tmp_path):
+    msg, p = config_error(tmp_path, "axes:\n  batch: {values: [1, 2], ci: [4]}\n")
+    assert msg == f"{p}: axes.batch.ci[0]: 4 is not one of axes.batch.values (1, 2)"
+    msg, p = config_error(tmp_path, "axes:\n  batch: {ci: [1]}\n")
+    assert "axes.batch: missing key 'values'" in msg
+
+
+def test_yaml_problems_name_the_file(tmp_path):
+    msg, p = config_error(tmp_path, "axes: {batch: [1, 2}\n")
+    assert msg.startswith(f"{p}: invalid YAML")
+    msg, p = config_error(tmp_path, "seed: 1\nseed: 2\n")
+    assert msg.startswith(f"{p}: invalid YAML") and "duplicate key 'seed'" in msg
+    msg, p = config_error(tmp_path, "")
+    assert msg.startswith(f"{p}: the config is empty")
+
+
+def test_exclude_and_slice_validation(tmp_path):
+    msg, p = config_error(tmp_path, "exclude: [{batchsize: 1}]\n")
+    assert "exclude[0].batchsize: unknown key" in msg and "reason" in msg
+    msg, p = config_error(tmp_path, "slices: [{batch: 0}]\n")
+    assert "slices[0].batch: int 0 is out of range" in msg
+
+
+def test_parse_config_without_a_file():
+    cfg = parse_config({"axes": {"implementation": "multi_step", "batch": [1, 2]}}, name="inline")
+    assert cfg.name == "inline" and cfg.path is None
+    assert [c.workload for c in cfg.expand()] == ["distinct", "distinct"]  # the default workload
+    with pytest.raises(ConfigError, match=r"^<config>: seed: "):
+        parse_config({"seed": -1})
+
+
+# ---------------------------------------------------------------------------------------------
+# Config names and the shipped configs
+
+
+def test_load_by_name():
+    cfg = load_config("default")
+    assert cfg.name == "default"
+    assert cfg.path.resolve() == (REPO / "configs" / "default.yaml").resolve()
+    assert load_config("ci.yaml").name == "ci"
+    with pytest.raises(ConfigError, match=r"no-such-sweep: config not found.*default"):
+        load_config("no-such-sweep")
+
+
+def test_default_config_fits_the_budget():
+    # configs/default.yaml's header: 70 main-grid cases + 26 multi_step + 17 lru_sequential in the
+    # batch-64 slice = 113 (at ~1-3 s each, < 10 min); 9 pruned (lru at hot 32768); --ci: 14.
+    cfg = load_config("default")
+    exp = cfg.expand()
+    assert len(exp) == 113
+    assert len(exp.pruned) == 9 and all("int16 lru_slots" in p.reason for p in exp.pruned)
+    main = [c for c in exp if c.steps == 4 and c.hot_buffer_size == 4096 and c.item_size_bytes == 576]
+    assert len(main) == 70
+    assert {c.workload for c in exp} == {"upstream", "distinct"}
+    assert len(cfg.expand(ci=True)) == 14
+    # every multi_step case has its sequential-LRU baseline in the sweep (for the speedup), except at
+    # hot 32768 (int16 lru_slots); multi_step_planned's baseline is in configs/shared-layers.yaml
+    ids = set(exp.ids)
+    missing = [c.case_id for c in exp if c.implementation == "multi_step" and c.baseline_id() not in ids]
+    assert all("/h32768/" in c for c in missing)
+
+
+def test_shipped_configs():
+    ci = load_config("ci")
+    assert ci.track is True
+    assert 12 <= len(ci.expand()) <= 20
+    assert ci.timing.rounds == 3 and load_config("default").timing.rounds == 3
+    small = load_config("cpu-small")
+    assert small.timing.calls_per_graph == 2 and small.timing.rounds == 1
+    assert all(c.top_k == 64 and c.hot_buffer_size == 256 and 1 <= c.batch <= 4 for c in small.expand())
+    up = load_config("upstream")
+    cases = up.expand()
+    assert len(cases) == 21 and all(c.workload == "upstream" for c in cases)
+    assert all((c.steps, c.top_k, c.hot_buffer_size, c.item_size_bytes) == (4, 2048, 4096, 576) for c in cases)
+    assert (up.timing.calls_per_graph, up.timing.replays, up.timing.warmup_calls) == (100, 10, 5)
+    assert sorted({c.batch for c in cases}) == [1, 2, 4, 8, 16, 32, 64]

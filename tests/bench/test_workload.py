@@ -1,0 +1,412 @@
+"""Workloads on the CPU: the upstream pattern exactly (reference doc §5.1), per-request host rows
+for `distinct`, the trace model's requested rates, reset/advance, and the tensor contract of
+docs/design.md. Expected values come from the spec, computed here independently of the code."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hisparse.bench.case import Case, TimingSettings
+from hisparse.errors import ConfigError
+from hisparse.bench.workload import SEQ_LEN, TOKEN_SCALE, make_workload
+
+CPU = torch.device("cpu")
+FAST = TimingSettings(warmup_calls=2, calls_per_graph=6, replays=10, check_calls=2)
+
+
+def small(impl: str, workload: str, params: dict | None = None, *, batch: int = 3, steps: int = 4,
+          top_k: int = 64, hot: int = 256, item: int = 576, calls: int = 6, seed: int = 0) -> Case:
+    timing = TimingSettings(warmup_calls=2, calls_per_graph=calls, check_calls=2)
+    return Case(impl, workload, params or {}, batch=batch, steps=steps, top_k=top_k, hot_buffer_size=hot,
+                item_size_bytes=item, seed=seed, timing=timing)
+
+
+def replay_tokens(w, calls: int) -> torch.Tensor:
+    """[calls, bs, S, K] top-k of calls 0..calls-1, by really advancing from a reset."""
+    w.reset()
+    out = []
+    for _ in range(calls):
+        w.advance()
+        out.append(w.buffers.top_k_tokens.clone())
+    return torch.stack(out)
+
+
+def fresh_by_hand(tokens: torch.Tensor, hot: int) -> list[list[list[set]]]:
+    """fresh[c][b][s]: tokens not in [0, hot) and not referenced earlier in the replay (python sets)."""
+    n, bs, S, _ = tokens.shape
+    out = [[[set() for _ in range(S)] for _ in range(bs)] for _ in range(n)]
+    for b in range(bs):
+        seen: set = set()
+        for c in range(n):
+            for s in range(S):
+                for t in tokens[c, b, s].tolist():
+                    if t >= hot and t not in seen:
+                        out[c][b][s].add(t)
+                    seen.add(t)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# upstream: reference doc §5.1
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    case = Case("multi_step", "upstream", batch=3, timing=FAST)  # S=4, K=2048, HOT=4096, 576 B
+    return make_workload(case, CPU)
+
+
+def test_upstream_top_k_is_the_reference_pattern(upstream):
+    w = upstream
+    tokens = replay_tokens(w, 3)
+    for c in range(3):
+        call = tokens[c]
+        assert torch.equal(call, call[0].expand_as(call))  # identical for every request
+        misses = []
+        for s in range(4):
+            row = call[0, s]
+            hits = torch.roll(torch.arange(4096), 137 * s)[:1852]
+            assert torch.equal(row[:1852].long(), hits)
+            misses.append(row[1852:].long())
+            assert row.unique().numel() == 2048
+        # steps 2 and 3 repeat step 0's first and step 1's second miss, then 195 fresh misses
+        assert misses[2][0] == misses[0][0] and misses[3][0] == misses[1][1]
+        union = torch.cat(misses).unique()
+        first = 4096 + 800 * (c + 1)  # the first timed call already sees +800 (upstream's run())
+        assert torch.equal(union, torch.arange(first, first + 782))
+        assert torch.equal(misses[0], torch.arange(first, first + 196))
+
+
+def test_upstream_fresh_per_step_and_unique(upstream):
+    w = upstream
+    e = w.expected
+    assert e.calls == 6
+    assert (e.fresh == torch.tensor([196, 196, 195, 195])).all()
+    assert (e.unique_fresh == 782).all()
+    assert e.fresh_per_step == (196.0, 196.0, 195.0, 195.0)
+    # by hand from the real advances
+    fresh = fresh_by_hand(replay_tokens(w, 6), 4096)
+    assert [[len(fresh[c][b][s]) for s in range(4)] for c in range(6) for b in range(3)] == [[196, 196, 195, 195]] * 18
+    # consecutive steps share 1852 - 137 hits; step 0 shares 1852 - 3*137 with the previous call's step 3
+    assert (e.overlap[:, :, 1:] == 1715).all() and (e.overlap[1:, :, 0] == 1441).all()
+
+
+def test_upstream_shares_host_rows(upstream):
+    b, e = upstream.buffers, upstream.expected
+    span = b.host_cache_locs.shape[1]
+    assert torch.equal(b.host_cache_locs, torch.arange(span).expand(3, span))  # host row = token
+    assert (e.host_rows_read == 782).all() and (e.host_row_reads == 3 * 782).all()
+    assert e.shared_row_fraction == pytest.approx(2 / 3)
+    assert e.unique_misses_per_call == 3 * 782 and e.bytes_per_call == 3 * 782 * 576
+    assert (b.seq_lens == SEQ_LEN).all() and SEQ_LEN == 1_048_576
+    assert b.page_size == 64 and b.hot_buffer_size == 4096
+
+
+def test_upstream_advance_adds_800_to_the_miss_block(upstream):
+    w = upstream
+    w.reset()
+    before = w.buffers.top_k_tokens.clone()
+    w.advance()
+    after = w.buffers.top_k_tokens
+    assert torch.equal(after[..., :-196], before[..., :-196])
+    assert torch.equal(after[..., -196:], before[..., -196:] + 800)
+
+
+def test_upstream_shape_is_fixed():
+    with pytest.raises(ConfigError, match="upstream has a fixed shape"):
+        make_workload(small("multi_step", "upstream"), CPU)
+
+
+# ---------------------------------------------------------------------------------------------
+# distinct
+
+
+@pytest.mark.parametrize("top_k,hot,steps", [(64, 256, 4), (64, 128, 2), (2048, 4096, 4)])
+def test_distinct_rows_never_shared_within_a_replay(top_k, hot, steps):
+    w = make_workload(small("lru_sequential", "distinct", top_k=top_k, hot=hot, steps=steps, batch=4), CPU)
+    tokens = replay_tokens(w, w.calls)
+    fresh = fresh_by_hand(tokens, hot)
+    locs = w.buffers.host_cache_locs
+    rows = []
+    for b in range(4):
+        toks = sorted(set().union(*(fresh[c][b][s] for c in range(w.calls) for s in range(steps))))
+        rows.append(set(locs[b, toks].tolist()))
+        # same per-request structure as upstream: every miss (token >= HOT) of the replay is fresh once
+        assert len(toks) == w.calls * w.expected.unique_fresh[0, b]
+    for i in range(4):
+        for j in range(i + 1, 4):
+            assert not rows[i] & rows[j]
+    host_rows = w.buffers.host_cache.shape[0]
+    assert all(0 <= r < host_rows for rs in rows for r in rs)
+    assert w.expected.shared_row_fraction == 0.0
+    # every request asks for the same work as in upstream's pattern
+    assert torch.equal(tokens, tokens[:, :1].expand_as(tokens))
+
+
+def test_distinct_fresh_counts_scale_with_top_k():
+    w = make_workload(small("multi_step", "distinct", top_k=64, hot=256), CPU)
+    m = round(64 * 196 / 2048)  # 6 misses per step, as upstream's 196 of 2048
+    assert w.expected.fresh_per_step == (m, m, m - 1, m - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# trace
+
+
+def test_trace_rates_within_tolerance():
+    case = small("multi_step", "trace", {"miss_rate": 0.2, "step_overlap": 0.6, "locality": 0.5},
+                 batch=4, calls=60)
+    w = make_workload(case, CPU)
+    tokens = replay_tokens(w, 60)
+    n, bs, S, K = tokens.shape
+    fresh = fresh_by_hand(tokens, 256)
+    total = n * bs * S * K
+    miss = sum(len(fresh[c][b][s]) for c in range(n) for b in range(bs) for s in range(S)) / total
+    overlap = 0
+    for b in range(bs):
+        prev = None
+        for c in range(n):
+            for s in range(S):
+                cur = set(tokens[c, b, s].tolist())
+                assert len(cur) == K  # distinct within a step
+                if prev is not None:
+                    overlap += len(cur & prev)
+                prev = cur
+    overlap /= total - bs * K  # the first step has no previous step in the replay
+    # 15360 draws: binomial std ~0.003; 0.02 is > 6 sigma
+    assert miss == pytest.approx(0.2, abs=0.02)
+    assert overlap == pytest.approx(0.6, abs=0.02)
+    assert w.expected.miss_rate == pytest.approx(miss)
+    counts = torch.tensor([[len(set().union(*fresh[c][b])) for b in range(bs)] for c in range(n)])
+    assert torch.equal(w.expected.unique_fresh, counts)
+
+
+@pytest.mark.parametrize("locality", [0.0, 1.0])
+def test_trace_locality(locality):
+    steps, K = 2, 32  # older pool (HOT minus the last S+1 steps) always suffices: locality is exact at 0
+    case = small("multi_step", "trace", {"miss_rate": 0.1, "step_overlap": 0.7, "locality": locality},
+                 batch=2, steps=steps, top_k=K, hot=256, calls=40)
+    w = make_workload(case, CPU)
+    w.reset()
+    history = [w.buffers.top_k_tokens[:, s].clone() for s in range(steps)]  # call 0 is history
+    recent = other = 0
+    for _ in range(40):
+        w.advance()
+        for s in range(steps):
+            step = w.buffers.top_k_tokens[:, s].clone()
+            for b in range(2):
+                prev = set(history[-1][b].tolist())
+                window = set().union(*(set(h[b].tolist()) for h in history[-1 - steps:-1])) - prev
+                seen = set().union(*(set(h[b].tolist()) for h in history))
+                for t in step[b].tolist():
+                    if t in prev or (t >= 256 and t not in seen):
+                        continue  # overlap or fresh
+                    if t in window:
+                        recent += 1
+                    else:
+                        other += 1
+            history.append(step)
+    share = recent / (recent + other)
+    if locality == 0.0:
+        assert recent == 0
+    else:
+        assert share > 0.9
+
+
+def test_trace_host_layouts_and_reproducibility():
+    a = make_workload(small("multi_step", "trace", {"host_layout": "contiguous"}), CPU)
+    span = a.buffers.host_cache_locs.shape[1]
+    assert torch.equal(a.buffers.host_cache_locs, torch.arange(3 * span).view(3, span))
+    s = make_workload(small("lru_sequential", "trace", {"host_layout": "scattered"}), CPU)
+    locs = s.buffers.host_cache_locs
+    assert torch.equal(locs.flatten().sort().values, torch.arange(locs.numel()))  # a permutation
+    assert not torch.equal(locs.flatten(), torch.arange(locs.numel()))
+    # same data-defining parameters -> same trace, whatever the implementation; another seed differs
+    b = make_workload(small("lru_sequential", "trace", {"host_layout": "contiguous"}), CPU)
+    assert torch.equal(replay_tokens(a, 6), replay_tokens(b, 6))
+    c = make_workload(small("multi_step", "trace", {"host_layout": "contiguous"}, seed=1), CPU)
+    assert not torch.equal(replay_tokens(a, 6), replay_tokens(c, 6))
+
+
+# ---------------------------------------------------------------------------------------------
+# reset / advance
+
+
+def _snapshot(w) -> dict[str, torch.Tensor]:
+    b = w.buffers
+    out = {"device_buffer_tokens": b.device_buffer_tokens, "device_buffer_locs": b.device_buffer_locs,
+           "top_k_tokens": b.top_k_tokens, "device_buffer": b.device_buffer, "miss_count": b.miss_count}
+    if b.lru_slots is not None:
+        out["lru_slots"] = b.lru_slots
+    if b.state is not None:
+        out.update({f"state.{k}": v for k, v in b.state.tensors().items()})
+    out.update({f"shared{i}": t for i, t in enumerate(b.shared_layer_buffers)})
+    return {k: v.clone() for k, v in out.items()}
+
+
+@pytest.mark.parametrize("impl", ["lru_sequential", "multi_step", "multi_step_planned"])
+@pytest.mark.parametrize("workload", ["distinct", "trace"])
+def test_advance_then_reset_restores(impl, workload):
+    w = make_workload(small(impl, workload), CPU)
+    before = _snapshot(w)
+    for n in range(1, 5):
+        w.advance()
+        assert torch.equal(w.buffers.top_k_tokens, w.call_tokens(n - 1))
+    assert not torch.equal(w.buffers.top_k_tokens, before["top_k_tokens"])
+    # what an op would do: rewrite slot tables, LRU order, state, KV rows of every layer
+    b = w.buffers
+    b.device_buffer_tokens.fill_(7)
+    b.device_buffer_locs.fill_(7)
+    b.device_buffer.fill_(7)
+    b.miss_count.fill_(7)
+    for t in b.shared_layer_buffers:
+        t.fill_(7)
+    if b.lru_slots is not None:
+        b.lru_slots.fill_(7)
+    if b.state is not None:
+        for t in b.state.tensors().values():
+            t.fill_(7)
+    w.reset()
+    after = _snapshot(w)
+    assert before.keys() == after.keys()
+    for k in before:
+        assert torch.equal(before[k], after[k]), k
+    assert (b.top_k_device_locs == -1).all()
+    # and the calls repeat identically after a reset
+    assert torch.equal(replay_tokens(w, 4), replay_tokens(w, 4))
+
+
+def test_capacity_covers_a_replay_without_wrapping():
+    w = make_workload(small("multi_step", "trace", calls=5), CPU)
+    assert w.capacity == 5
+    tokens = replay_tokens(w, 5)
+    assert torch.equal(tokens[-1], w.call_tokens(4))
+    assert all(not torch.equal(tokens[i], tokens[j]) for i in range(5) for j in range(i))
+
+
+# ---------------------------------------------------------------------------------------------
+# The tensor contract (docs/design.md)
+
+
+@pytest.mark.parametrize("impl", ["lru_sequential", "multi_step", "multi_step_planned"])
+@pytest.mark.parametrize("workload,item", [("distinct", 576), ("trace", 100)])
+def test_shapes_and_dtypes(impl, workload, item):
+    bs, S, K, hot = 3, 4, 64, 256
+    w = make_workload(small(impl, workload, item=item), CPU)
+    b = w.buffers
+    assert b.top_k_tokens.dtype == torch.int32 and b.top_k_tokens.shape == (bs, S, K)
+    assert b.top_k_device_locs.dtype == torch.int32 and b.top_k_device_locs.shape == (bs, S, K)
+    for t in (b.device_buffer_tokens, b.device_buffer_locs):
+        assert t.dtype == torch.int32 and t.shape == (bs, hot + 64)
+    assert b.device_buffer_tokens.stride(0) == b.device_buffer_locs.stride(0)
+    assert b.host_cache_locs.dtype == torch.int64 and b.host_cache_locs.is_contiguous()
+    assert b.host_cache_locs.shape[0] == bs
+    assert b.seq_lens.dtype == torch.int32 and b.seq_lens.shape == (bs * S,)
+    assert len(b.step_seq_lens) == S
+    for s, t in enumerate(b.step_seq_lens):
+        assert t.shape == (bs,) and t.is_contiguous() and torch.equal(t, b.seq_lens.view(bs, S)[:, s])
+    assert b.req_pool_indices.dtype == torch.int64 and torch.equal(b.req_pool_indices, torch.arange(bs))
+    assert b.num_real_reqs.dtype == torch.int32 and b.num_real_reqs.tolist() == [bs]
+    assert b.miss_src.dtype == torch.int64 and b.miss_src.shape == (bs, S * K)
+    assert b.miss_dst.dtype == torch.int32 and b.miss_dst.shape == (bs, S * K)
+    assert b.miss_count.dtype == torch.int32 and b.miss_count.shape == (bs,)
+    assert b.item_size_bytes == item and b.page_size == 64
+    assert not b.host_cache.is_pinned()
+    # slot tables: identity hot buffer, empty extra page
+    assert torch.equal(b.device_buffer_tokens[:, :hot], torch.arange(hot, dtype=torch.int32).expand(bs, hot))
+    assert (b.device_buffer_tokens[:, hot:] == -1).all()
+    if impl == "lru_sequential":
+        assert b.state is None and b.lru_slots.dtype == torch.int16 and b.lru_slots.shape == (bs, hot)
+        assert torch.equal(b.lru_slots, torch.arange(hot, dtype=torch.int16).expand(bs, hot))
+        owned = [b.device_buffer_locs.flatten()]
+    else:
+        assert b.lru_slots is None
+        b.state.validate()
+        assert (b.state.sizes.num_req_slots, b.state.sizes.steps, b.state.sizes.top_k,
+                b.state.sizes.hot_buffer_size) == (bs, S, K, hot)
+        owned = [b.device_buffer_locs.flatten(), b.state.scratch_locs.flatten()]
+    # every device row (slot, extra page, scratch) belongs to exactly one request and role
+    rows = torch.cat(owned).long()
+    assert rows.unique().numel() == rows.numel()
+    assert int(rows.max()) < b.device_buffer.shape[0]
+    assert len(b.shared_layer_buffers) == (3 if impl == "multi_step_planned" else 0)
+    for t in b.shared_layer_buffers:
+        assert t.shape == b.device_buffer.shape and t.dtype == b.device_buffer.dtype
+    # KV bytes: host row r holds int64 words r*1_000_003 + w; resident slots hold their token's row
+    host = b.host_cache.view(torch.uint8).view(b.host_cache.shape[0], -1)
+    dev = b.device_buffer.view(torch.uint8).view(b.device_buffer.shape[0], -1)
+    assert host.shape[1] == item and dev.shape[1] == item
+    r = 5
+    want = (torch.arange(-(-item // 8), dtype=torch.int64) + r * TOKEN_SCALE).view(torch.uint8)[:item]
+    assert torch.equal(host[r], want)
+    slots = b.device_buffer_locs[:, :hot].long()
+    assert torch.equal(dev[slots.flatten()], host[b.host_cache_locs[:, :hot].flatten()])
+
+
+def test_miss_rows_are_the_fresh_rows():
+    w = make_workload(small("multi_step", "trace", {"miss_rate": 0.3, "step_overlap": 0.5}), CPU)
+    tokens = replay_tokens(w, w.calls)
+    fresh = fresh_by_hand(tokens, 256)
+    locs = w.buffers.host_cache_locs
+    for c in range(w.calls):
+        src, dst = w.miss_rows(c)
+        want = sorted(int(locs[b, t]) for b in range(3) for t in set().union(*fresh[c][b]))
+        assert sorted(src.tolist()) == want
+        assert src.dtype == torch.int64 and dst.dtype == torch.int32 and dst.numel() == src.numel()
+        assert dst.unique().numel() == dst.numel()
+        assert int(w.expected.host_row_reads[c]) == len(want)
+
+
+def test_invalid_case_is_refused():
+    with pytest.raises(ConfigError, match="top_k 512 > hot_buffer_size 256"):
+        make_workload(small("multi_step", "distinct", top_k=512), CPU)
+
+
+# ---------------------------------------------------------------------------------------------
+# With the reference ops (when present): the workloads' misses are what the ops copy
+
+
+def test_reference_ops_copy_exactly_the_fresh_rows():
+    implementations = pytest.importorskip("hisparse.bench.calls")
+    backends = pytest.importorskip("hisparse.bench.backends")
+    backend = backends.get_backend("reference")
+    for impl in ("lru_sequential", "multi_step"):
+        w = make_workload(small(impl, "distinct", batch=2, top_k=64, hot=128, calls=6), CPU)
+        bound = implementations.bind(impl, backend, w, pdl=w.case.pdl)
+        w.reset()
+        assert bound.checked_call() == []
+        w.reset()
+        for c in range(w.calls):
+            record = bound.recorded_call()
+            copied = sorted(int(r) for cp in record.copies for r in cp.src_rows)
+            # only fresh rows are read (the resident rows 0..HOT-1 that requests share: never)
+            assert copied == sorted(w.miss_rows(c)[0].tolist())
+
+
+@pytest.mark.parametrize("impl", ["lru_sequential_planned", "multi_step_planned"])
+def test_planned_implementations_copy_the_fresh_rows_into_every_shared_layer(impl):
+    """The shared-layer baseline (sequential LRU + each step's plan replayed) and multi_step_planned
+    do the same work: the swapped layer and each of the 2 shared layers receive exactly the fresh
+    rows of the call, and every shared layer ends up equal to the swapped layer at those rows."""
+    from hisparse.bench.backends import get_backend
+    from hisparse.bench.calls import bind
+    from hisparse.kernels.reference.bytes import as_rows
+
+    case = Case(impl, "distinct", batch=2, steps=4, top_k=64, hot_buffer_size=128, shared_layers=2,
+                timing=TimingSettings(warmup_calls=2, calls_per_graph=4, check_calls=2))
+    w = make_workload(case, CPU)
+    assert len(w.buffers.shared_layer_buffers) == 2 and case.pdl == (impl == "multi_step_planned")
+    bound = bind(impl, get_backend("reference"), w, pdl=case.pdl)
+    w.reset()
+    assert bound.checked_call() == []
+    w.reset()
+    for c in range(case.timing.calls_per_graph):
+        record = bound.recorded_call()
+        fresh = sorted(w.miss_rows(c)[0].tolist())
+        for layer in (0, 1, 2):
+            rows = sorted(int(r) for cp in record.copies if cp.layer == layer for r in cp.src_rows)
+            assert rows == fresh, (impl, c, layer)
+        dst = torch.cat([cp.dst_rows for cp in record.copies if cp.layer == 0]).to(torch.int64)
+        primary = as_rows(w.buffers.device_buffer, case.item_size_bytes)[dst]
+        for shared in w.buffers.shared_layer_buffers:
+            assert torch.equal(as_rows(shared, case.item_size_bytes)[dst], primary)

@@ -1,0 +1,136 @@
+"""hisparse.track.compare on synthetic samples: same distribution -> unchanged, 10% slower -> regressed."""
+import random
+from dataclasses import replace
+
+import pytest
+
+from hisparse.track.compare import any_regression, compare, compare_samples, comparability_warnings, only_in, within
+from hisparse.results.model import CaseResult, RunRecord
+from hisparse.stats import summary
+
+
+def _noisy(center, rel_noise, n=10, seed=0):
+    rng = random.Random(seed)
+    return [center * (1 + rng.uniform(-rel_noise, rel_noise)) for _ in range(n)]
+
+
+def _case(case_id, samples, status="ok"):
+    if status != "ok":
+        return CaseResult.failed(case_id, {"implementation": "multi_step"}, "invariant 1 failed")
+    return CaseResult(case_id=case_id, params={"implementation": "multi_step"}, status="ok",
+                      samples_us=tuple(samples), stats=summary(samples).to_dict())
+
+
+def _run(run_id, cases, backend="cuda", gpu="NVIDIA H200"):
+    return RunRecord(run_id=run_id, created="2026-11-29T20:15:00Z", backend=backend,
+                     config={"name": "t", "hash": "h"}, environment={"machine": "m", "gpu": gpu},
+                     floors={}, cases=tuple(cases))
+
+
+def test_identical_distributions_are_unchanged():
+    for seed in range(5):
+        v = compare_samples("c", _noisy(100, 0.01, seed=seed), _noisy(100, 0.01, seed=seed + 100))
+        assert v.classification == "unchanged"
+        assert 0.97 < v.ratio < 1.03
+
+
+def test_ten_percent_slower_with_low_noise_is_regressed():
+    v = compare_samples("c", _noisy(100, 0.005, seed=1), _noisy(110, 0.005, seed=2))
+    assert v.classification == "regressed" and v.significant and v.regressed
+    assert v.ratio == pytest.approx(1.10, abs=0.01)
+    assert v.ci_low > 1.05 and v.ci_high < 1.15
+    # complete separation of 10 vs 10 samples: exact two-sided p = 2 / C(20, 10)
+    assert v.p_value == pytest.approx(2 / 184756)
+
+
+def test_ten_percent_faster_is_improved():
+    v = compare_samples("c", _noisy(100, 0.005, seed=1), _noisy(90, 0.005, seed=2))
+    assert v.classification == "improved"
+
+
+def test_significant_but_below_threshold_is_unchanged():
+    v = compare_samples("c", _noisy(100, 0.001, seed=1), _noisy(102, 0.001, seed=2), threshold=0.05)
+    assert v.significant and v.classification == "unchanged"
+
+
+def test_large_shift_with_too_few_samples_is_not_significant():
+    v = compare_samples("c", [100.0, 101.0], [120.0, 121.0], alpha=0.01)
+    assert not v.significant and v.classification == "unchanged"
+
+
+def test_compare_runs_common_cases_and_failures():
+    a = _run("A", [_case("x", _noisy(100, 0.005, seed=1)), _case("y", _noisy(50, 0.005, seed=3)),
+                   _case("only_a", [1.0] * 10), _case("z", _noisy(10, 0.01))])
+    b = _run("B", [_case("y", _noisy(50, 0.005, seed=4)), _case("x", _noisy(110, 0.005, seed=2)),
+                   _case("only_b", [1.0] * 10), _case("z", [], status="failed")])
+    verdicts = compare(a, b)
+    assert [v.case_id for v in verdicts] == ["x", "y", "z"]
+    by = {v.case_id: v for v in verdicts}
+    assert by["x"].classification == "regressed"
+    assert by["y"].classification == "unchanged"
+    assert by["z"].classification == "failed" and by["z"].newly_failed
+    assert any_regression(verdicts)
+    assert only_in(a, b) == (["only_a"], ["only_b"])
+
+
+def test_compare_a_with_itself_is_all_unchanged():
+    a = _run("A", [_case("x", _noisy(100, 0.02, seed=1)), _case("y", _noisy(5, 0.1, seed=2))])
+    verdicts = compare(a, a)
+    assert all(v.classification == "unchanged" and v.ratio == 1.0 for v in verdicts)
+    assert not any_regression(verdicts)
+
+
+def test_comparability_warnings_name_the_difference():
+    a = _run("A", [], backend="cuda")
+    b = _run("B", [], backend="reference", gpu=None)
+    warnings = comparability_warnings(a, b)
+    assert any("backend" in w for w in warnings) and any(w.startswith("gpu") for w in warnings)
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError):
+        compare_samples("c", [1.0], [1.0], alpha=0)
+    with pytest.raises(ValueError):
+        compare_samples("c", [1.0], [1.0], threshold=-1)
+
+
+def _bimodal(low_share, n=30, low=53.2, high=55.2, seed=0):
+    """n samples, round(low_share * n) of them near ``low`` and the rest near ``high`` (+-0.1)."""
+    rng = random.Random(seed)
+    k = round(low_share * n)
+    return [low + rng.uniform(-0.1, 0.1) for _ in range(k)] + [high + rng.uniform(-0.1, 0.1) for _ in range(n - k)]
+
+
+def test_bimodal_runs_name_the_mode_ratio_not_just_the_median():
+    # same two modes, the mix flips from 40/60 to 60/40: the median jumps ~3.7%, the modes do not move
+    a, b = _bimodal(0.4, seed=1), _bimodal(0.6, seed=2)
+    v = compare_samples("c", a, b, threshold=0.02)
+    assert v.ratio < 0.98  # the median moved past 2%
+    assert v.note.startswith("bimodal in both, modes B/A ")
+    low_ratio, high_ratio = (float(x) for x in v.note.split("B/A ")[1].split(", "))
+    assert low_ratio == pytest.approx(1.0, abs=0.005) and high_ratio == pytest.approx(1.0, abs=0.005)
+    assert compare_samples("c", a, _noisy(55.2, 0.001, n=30)).note == "bimodal in A"
+    assert compare_samples("c", _noisy(100, 0.01, n=30), _noisy(100, 0.01, n=30, seed=3)).note is None
+
+
+def test_within_counts_re_run_agreement_of_medians():
+    a = _run("A", [_case("x", _noisy(100, 0.001)), _case("y", _noisy(100, 0.001)), _case("z", [1.0], "failed")])
+    b = _run("B", [_case("x", _noisy(101, 0.001)), _case("y", _noisy(103, 0.001)), _case("z", [1.0], "failed")])
+    assert within(compare(a, b), 0.02) == (1, 2)  # x 1% in, y 3% out, z has no ratio
+    assert within(compare(a, b), 0.05) == (2, 2)
+
+
+def test_compare_uses_each_runs_rounds_for_the_ci():
+    rng = random.Random(4)
+    moved = [100 + rng.gauss(0, 0.2) for _ in range(20)] + [103 + rng.gauss(0, 0.2) for _ in range(10)]
+    steady = [100 + rng.gauss(0, 0.2) for _ in range(30)]
+
+    def with_rounds(case_id, samples, rounds):
+        return replace(_case(case_id, samples), timing={"samples_per_round": rounds})
+
+    a = _run("A", [with_rounds("x", moved, [10, 10, 10])])
+    b = _run("B", [with_rounds("x", steady, [10, 10, 10])])
+    (v,) = compare(a, b)
+    plain = compare_samples("x", moved, steady)
+    assert (v.ratio, v.p_value) == (plain.ratio, plain.p_value)  # only the CI changes
+    assert v.ci_high - v.ci_low > 1.5 * (plain.ci_high - plain.ci_low)
