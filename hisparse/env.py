@@ -17,6 +17,7 @@ Variables:
 """
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shutil
@@ -26,6 +27,17 @@ from pathlib import Path
 from hisparse.errors import ConfigError
 
 _PKG_DIR = Path(__file__).resolve().parent
+
+
+def _version() -> str:
+    # pyproject.toml's version is the one source; a tree run without being installed has none.
+    try:
+        return importlib.metadata.version("hisparse-bench")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+VERSION: str = _version()
 
 
 def _truthy(value: str | None) -> bool:

@@ -27,7 +27,8 @@ from typing import Any, Callable
 
 import torch
 
-IMPLEMENTATIONS = ("lru_sequential", "multi_step", "multi_step_planned", "lru_sequential_planned")
+from hisparse.bench import implementations
+
 SINGLE, MULTI, PLANNED = "single", "multi", "planned"
 # Bit-exact LRU comparison clones device_buffer (and the small tables) on the device; above this many
 # bytes the check is skipped (it is a second opinion next to the invariants, not the only check).
@@ -98,25 +99,37 @@ def _buffers(workload: Any) -> Any:
 
 def invocations(implementation: str, backend: Any, workload: Any, *, pdl: bool | None,
                 record_plan: bool) -> list[Invocation]:
-    """The ops of one call, with their kwargs (``SwapBuffers.*_kwargs``: fixed tensors and views)."""
-    b = _buffers(workload)
-    if implementation in ("lru_sequential", "lru_sequential_planned"):
-        planned = implementation == "lru_sequential_planned"
-        out = []
-        for s in range(b.top_k_tokens.shape[1]):
-            out.append(Invocation(SINGLE, backend.swap_single_step,
-                                  b.single_step_kwargs(s, record_plan=record_plan or planned), f"step {s}"))
-            if planned:  # each step's plan is replayed before the next step overwrites it
-                out += _planned_copies(backend, b, f"step {s} ")
-        return out
-    if implementation in ("multi_step", "multi_step_planned"):
-        planned = implementation == "multi_step_planned"
-        out = [Invocation(MULTI, backend.swap_multi_step,
-                          b.multi_step_kwargs(record_plan=record_plan or planned, pdl=pdl), "multi-step swap")]
+    """The ops of one call, with their kwargs (``SwapBuffers.*_kwargs``: fixed tensors and views),
+    built by the implementation's binder (hisparse/bench/implementations.py names it)."""
+    impl = implementations.get(implementation)
+    binder = _BINDERS[impl.binder]
+    return binder(backend, _buffers(workload), planned=impl.planned, pdl=pdl, record_plan=record_plan)
+
+
+def bind_sequential_lru(backend: Any, b: Any, *, planned: bool, pdl: bool | None,
+                        record_plan: bool) -> list[Invocation]:
+    """The single-step swap once per step; with shared layers, each step's plan is replayed into
+    them before the next step overwrites it."""
+    out = []
+    for s in range(b.top_k_tokens.shape[1]):
+        out.append(Invocation(SINGLE, backend.swap_single_step,
+                              b.single_step_kwargs(s, record_plan=record_plan or planned), f"step {s}"))
         if planned:
-            out += _planned_copies(backend, b, "")
-        return out
-    raise ValueError(f"implementation: must be one of {', '.join(IMPLEMENTATIONS)}, got {implementation!r}")
+            out += _planned_copies(backend, b, f"step {s} ")
+    return out
+
+
+def bind_multi_step(backend: Any, b: Any, *, planned: bool, pdl: bool | None,
+                    record_plan: bool) -> list[Invocation]:
+    """One multi-step swap over all steps; with shared layers, its plan replayed into each."""
+    out = [Invocation(MULTI, backend.swap_multi_step,
+                      b.multi_step_kwargs(record_plan=record_plan or planned, pdl=pdl), "multi-step swap")]
+    if planned:
+        out += _planned_copies(backend, b, "")
+    return out
+
+
+_BINDERS = {"bind_sequential_lru": bind_sequential_lru, "bind_multi_step": bind_multi_step}
 
 
 def _planned_copies(backend: Any, b: Any, prefix: str) -> list[Invocation]:

@@ -11,25 +11,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
+from hisparse.bench import implementations
 from hisparse.errors import ConfigError
+from hisparse.kernels.limits import MAX_HOT_BUFFER_SIZE, MAX_STEPS, MAX_STEPS_X_TOP_K
 
-IMPLEMENTATIONS = ("lru_sequential", "multi_step", "multi_step_planned", "lru_sequential_planned")
-MULTI_STEP_IMPLEMENTATIONS = ("multi_step", "multi_step_planned")
-BASELINE_IMPLEMENTATION = "lru_sequential"
-# Implementations that also copy into shared-index layers (``shared_layers``), and the baseline of each
-# implementation that has one: the same work done by sequential LRU (single-step kernel once per step).
-PLANNED_IMPLEMENTATIONS = ("multi_step_planned", "lru_sequential_planned")
-LRU_IMPLEMENTATIONS = ("lru_sequential", "lru_sequential_planned")
-# A config without an implementation axis sweeps these (the planned baseline is opt-in: it is only
-# worth its time next to multi_step_planned, and older configs keep their expansion and hash).
-DEFAULT_IMPLEMENTATIONS = ("lru_sequential", "multi_step", "multi_step_planned")
-BASELINE_OF = {"multi_step": "lru_sequential", "multi_step_planned": "lru_sequential_planned"}
+# Which implementations exist, and what each is, is hisparse/bench/implementations.py's table; the
+# groups below are read off it.
+IMPLEMENTATIONS = implementations.IMPLEMENTATIONS
+DEFAULT_IMPLEMENTATIONS = implementations.DEFAULT_IMPLEMENTATIONS
+MULTI_STEP_IMPLEMENTATIONS = tuple(i.name for i in implementations.TABLE if i.multi_step)
+PLANNED_IMPLEMENTATIONS = tuple(i.name for i in implementations.TABLE if i.planned)
+LRU_IMPLEMENTATIONS = tuple(i.name for i in implementations.TABLE if not i.multi_step)
+BASELINE_OF = {i.name: i.baseline for i in implementations.TABLE if i.baseline}
 WORKLOADS = ("upstream", "distinct", "trace")
 
-MAX_STEPS = 4
-MAX_STEPS_X_TOP_K = 8192
-MAX_HOT_BUFFER_SIZE = 32768
-MAX_LRU_HOT_BUFFER_SIZE = 32767  # lru_slots is int16 (reference doc §2.3)
 DEFAULT_SHARED_LAYERS = 3
 PAGE_SIZE = 64  # extra-page slots after the hot buffer (upstream spec tests and benchmark)
 
@@ -456,8 +451,10 @@ def prune_reason(params: Mapping[str, Any], timing: TimingSettings | None = None
         return f"top_k {k} > hot_buffer_size {h} (one step's top-k must fit in the hot buffer)"
     if s * k > MAX_STEPS_X_TOP_K:
         return f"steps*top_k = {s}*{k} = {s * k} > {MAX_STEPS_X_TOP_K} (multi-step occurrence limit)"
-    if impl in LRU_IMPLEMENTATIONS and h > MAX_LRU_HOT_BUFFER_SIZE:
-        return f"{impl} needs hot_buffer_size <= {MAX_LRU_HOT_BUFFER_SIZE} (int16 lru_slots), got {h}"
+    limit = implementations.get(impl).max_hot_buffer_size
+    if h > limit:
+        why = " (int16 lru_slots)" if impl in LRU_IMPLEMENTATIONS else ""
+        return f"{impl} needs hot_buffer_size <= {limit}{why}, got {h}"
     wp = dict(params.get("workload_params") or {})
     if workload == "upstream":
         if k != UPSTREAM_TOP_K:

@@ -6,7 +6,6 @@ for an offline GPU node (HISPARSE_NO_JIT=1 there), and in CI as the compile chec
 """
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import time
@@ -51,24 +50,14 @@ def _parse_value(value: str) -> int | bool | str:
         return value
 
 
-def specs_from_config(config_ref: str, ci: bool, notes: list[str]) -> list:
+def specs_from_config(config_ref: str, ci: bool) -> list:
     """Expand the config (a name under configs/ or a YAML path) -> distinct KernelSpecs, in first-use order."""
-    try:
-        config = importlib.import_module("hisparse.bench.config")
-    except ModuleNotFoundError as e:
-        if e.name != "hisparse.bench.config":
-            raise
-        config = None
-    load_config = getattr(config, "load_config", None)
-    if load_config is None:
-        raise ConfigError(
-            f"cannot read config {config_ref!r}: the config machinery (hisparse/bench/config.py load_config) is "
-            "not in this tree yet; pass explicit instantiations with --spec OP:ENTRY[:name=value,...]")
-    from hisparse.bench import kernel_specs as registry  # noqa: PLC0415
+    from hisparse.bench import implementations  # noqa: PLC0415
+    from hisparse.bench.config import load_config  # noqa: PLC0415
 
     specs: dict = {}
     for case in load_config(config_ref).expand(ci=ci):
-        for spec in registry.specs_for_case(case, notes):
+        for spec in implementations.kernel_specs(case):
             specs.setdefault(spec, None)
     return list(specs)
 
@@ -109,12 +98,11 @@ def build(config: str | None, ci: bool, jobs: int | None, arch: str | None, spec
         env.arch_tag(arch)
     except ConfigError as e:
         raise click.BadParameter(str(e), param_hint="--arch") from e
-    notes: list[str] = []
     specs = [parse_spec(t, source_dir) for t in spec_texts]
     if config is not None or not specs:
         config = config if config is not None else "default"
         try:
-            specs += [s for s in specs_from_config(config, ci, notes) if s not in specs]
+            specs += [s for s in specs_from_config(config, ci) if s not in specs]
         except HisparseError as e:
             raise click.ClickException(str(e)) from e
         source = f"config {config}{' (--ci)' if ci else ''}"
@@ -128,8 +116,6 @@ def build(config: str | None, ci: bool, jobs: int | None, arch: str | None, spec
     jobs = jobs or os.cpu_count() or 1
     click.echo(f"hisparse-bench build: {len(specs)} module(s) for {source}; arch {arch} "
                f"({env.arch_tag(arch)}), {jobs} job(s), cache {Path(env.CACHE_DIR) / env.arch_tag(arch)}")
-    for note in notes:
-        click.echo(f"note: {note}")
     if not specs:
         click.echo("nothing to compile: no case of this config uses a CUDA kernel")
         return

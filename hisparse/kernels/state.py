@@ -24,12 +24,10 @@ from dataclasses import dataclass, fields
 import torch
 
 from hisparse.errors import InputError
+from hisparse.kernels.limits import MAX_HOT_BUFFER_SIZE, MAX_STEPS, MAX_STEPS_X_TOP_K, MIN_SCRATCH_CAPACITY
+from hisparse.kernels.reference.cuckoo import CuckooRow, pack_entry, primary_hash, secondary_hash
 from hisparse.kernels.validation.common import check_int, check_tensor
 
-MAX_STEPS_X_TOP_K = 8192
-MAX_STEPS = 4
-MAX_HOT_BUFFER_SIZE = 32768
-MIN_SCRATCH_CAPACITY = 1024  # below this, direct-overflow copies in the commit dominate (upstream sizing)
 EPOCH_MASK = 0x7FFFFFFF
 FLAG_HASH_DEGRADED = 1
 COUNTER_LAST_MISSES, COUNTER_WORK, COUNTER_UNION_HITS, COUNTER_FLAGS = range(4)
@@ -132,26 +130,6 @@ class MultiStepState:
                 raise InputError(f"state.{name}: must be contiguous")
 
 
-def primary_hash(token: torch.Tensor, hash_size: int) -> torch.Tensor:
-    """Bank-0 slot: (uint32(t) * 2654435761) & (H-1), vectorised (int64 arithmetic, same bits as the kernel)."""
-    return ((token.to(torch.int64) & 0xFFFFFFFF) * 2654435761 & 0xFFFFFFFF) & (hash_size - 1)
-
-
-def secondary_hash(token: torch.Tensor, hash_size: int) -> torch.Tensor:
-    """Bank-1 slot: murmur3 finalizer of uint32(t), & (H-1)."""
-    x = token.to(torch.int64) & 0xFFFFFFFF
-    x = x ^ (x >> 16)
-    x = (x * 0x7FEB352D) & 0xFFFFFFFF
-    x = x ^ (x >> 15)
-    x = (x * 0x846CA68B) & 0xFFFFFFFF
-    x = x ^ (x >> 16)
-    return x & (hash_size - 1)
-
-
-def pack_entry(token: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
-    return (slot.to(torch.int64) << 32) | (token.to(torch.int64) & 0xFFFFFFFF)
-
-
 def _index_tokens(hash_index: torch.Tensor, tokens: torch.Tensor, counters: torch.Tensor, hot: int) -> None:
     """Insert every non-identity resident token of every request (vectorised, bank 0 then bank 1).
 
@@ -187,8 +165,6 @@ def _kick_in(hash_index: torch.Tensor, rid: int, tokens: torch.Tensor, slots: to
     """Insert the few tokens whose two buckets were both taken with cuckoo kicks (reference doc §3.5),
     so a fresh state starts non-degraded (a degraded request pays a linear scan per lookup on its
     first call). False when a kick chain fails: the caller then degrades the request."""
-    from hisparse.kernels.reference.cuckoo import CuckooRow  # noqa: PLC0415 (cuckoo imports this module)
-
     row = CuckooRow(hash_index, rid)
     ok = all(row.insert(int(t), int(s)) for t, s in zip(tokens.tolist(), slots.tolist()))
     row.write_back()

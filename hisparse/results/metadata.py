@@ -119,7 +119,6 @@ def collect_environment(device: str = "cpu") -> dict:
     """Metadata of this process for a run on ``device`` ("cuda" or "cpu")."""
     import torch  # noqa: PLC0415
 
-    from hisparse import __version__  # noqa: PLC0415
 
     commit, dirty = git_info()
     meta: dict = {
@@ -134,7 +133,7 @@ def collect_environment(device: str = "cpu") -> dict:
         "python": platform.python_version(),
         "git_commit": commit,
         "git_dirty": dirty,
-        "hisparse": __version__,
+        "hisparse": env.VERSION,
         "l2_bytes": None,
         "sm_count": None,
         "cpu": platform.processor() or platform.machine() or None,

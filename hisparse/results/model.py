@@ -84,17 +84,11 @@ class CaseResult:
 
     @property
     def speedup(self) -> float | None:
-        """``derived.speedup_vs_lru_sequential`` when it is against this case's like-for-like baseline
-        (``Case.baseline_id``). Files written before ``derived.speedup_baseline`` existed compared
-        every implementation with plain lru_sequential: only multi_step's ratio of those is kept."""
-        from hisparse.bench.case import baseline_id_of  # noqa: PLC0415
-
+        """``derived.speedup_vs_lru_sequential``: median of the baseline the engine linked at write time
+        (``derived.speedup_baseline``, the like-for-like sequential-LRU case) over this case's median.
+        The link is the one owner of "which baseline": nothing re-derives it when a file is read."""
         derived = self.derived or {}
-        base = baseline_id_of(self.params)
-        stored = derived.get("speedup_baseline")
-        if base is None or (stored is None and self.params.get("implementation") != "multi_step"):
-            return None
-        if stored is not None and stored != base:
+        if not derived.get("speedup_baseline"):
             return None
         return derived.get("speedup_vs_lru_sequential")
 
@@ -228,8 +222,30 @@ def upgrade(data: dict) -> dict:
     return data
 
 
+# Files written before ``derived.speedup_baseline`` existed (before 2026-11-29) compared every
+# implementation with plain lru_sequential of the same case; only multi_step's ratio is like for
+# like, so it is kept (linked to that baseline) and the others are dropped when such a file is read.
+LEGACY_SPEEDUP_BASELINE = "lru_sequential (same case; recorded before speedup_baseline existed)"
+
+
+def _legacy_speedup(case: dict) -> dict:
+    derived = case.get("derived")
+    if not isinstance(derived, dict) or "speedup_baseline" in derived or "speedup_vs_lru_sequential" not in derived:
+        return case
+    params = case.get("params") or {}
+    keep = params.get("implementation") == "multi_step" and derived.get("speedup_vs_lru_sequential") is not None
+    derived = dict(derived)
+    if keep:
+        derived["speedup_baseline"] = LEGACY_SPEEDUP_BASELINE
+    else:
+        derived["speedup_vs_lru_sequential"] = None
+    return {**case, "derived": derived}
+
+
 def run_from_dict(data: dict) -> RunRecord:
     data = upgrade(data)
+    if isinstance(data.get("cases"), list):
+        data = {**data, "cases": [_legacy_speedup(c) if isinstance(c, dict) else c for c in data["cases"]]}
     for key in ("run_id", "created", "backend", "config", "environment", "cases"):
         if key not in data:
             raise ResultFormatError(f"run file: missing field {key!r}")

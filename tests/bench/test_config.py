@@ -33,15 +33,6 @@ def config_error(tmp_path: Path, text: str) -> tuple[str, Path]:
 # Limits agree with the rest of the package
 
 
-def test_limits_match_state_module():
-    from hisparse.kernels import state
-
-    assert config.MAX_STEPS == state.MAX_STEPS == 4
-    assert config.MAX_STEPS_X_TOP_K == state.MAX_STEPS_X_TOP_K == 8192
-    assert config.MAX_HOT_BUFFER_SIZE == state.MAX_HOT_BUFFER_SIZE == 32768
-    assert config.MAX_LRU_HOT_BUFFER_SIZE == 32767  # int16 lru_slots (reference doc §2.3)
-
-
 def test_upstream_geometry_is_the_reference_benchmark():
     # reference doc §5.1: 196 misses per step, 1852 hits, 782 unique over 4 steps, +800, roll 137, 4096
     assert tuple(pattern_geometry(2048, 4)) == (196, 1852, 782, 800, 137, 4096)

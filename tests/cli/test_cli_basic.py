@@ -1,6 +1,7 @@
 """`hisparse-bench build` and the kernel-spec registry, end to end on real nvcc (compile-only)."""
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from pathlib import Path
@@ -14,7 +15,8 @@ from hisparse.kernels import jit
 from hisparse.cli import main
 from hisparse.cli.build import parse_spec
 from hisparse.errors import ConfigError
-from hisparse.bench import kernel_specs as registry
+from hisparse.bench import implementations
+from hisparse.bench.case import Case
 
 PROBE_DIR = Path(__file__).parents[1] / "data" / "csrc"
 PROBE = "jit_probe:jit_probe::copy_rows_entry:in_flight=2,pdl=false"
@@ -35,10 +37,9 @@ def cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fake_config(monkeypatch, tmp_path):
-    """A stand-in for hisparse.bench.config: two cases of a registered implementation, one reference case,
-    one case of an implementation whose wrapper is not written."""
+    """A stand-in for hisparse.bench.config: two cases that need the probe kernel, one that needs none."""
     cases = [types.SimpleNamespace(impl="probe", in_flight=2), types.SimpleNamespace(impl="probe", in_flight=2),
-             types.SimpleNamespace(impl="reference"), types.SimpleNamespace(impl="ghost")]
+             types.SimpleNamespace(impl="reference")]
     seen = {}
 
     def expand(ci=False):
@@ -52,8 +53,8 @@ def fake_config(monkeypatch, tmp_path):
         return types.SimpleNamespace(expand=expand)
 
     monkeypatch.setitem(sys.modules, "hisparse.bench.config", types.SimpleNamespace(load_config=load_config))
-    monkeypatch.setitem(registry.KERNEL_SPECS, "probe", lambda case: [probe_spec(case.in_flight)])
-    monkeypatch.setitem(registry.MISSING, "ghost", "hisparse.kernels.ops.ghost does not exist yet")
+    monkeypatch.setattr(implementations, "kernel_specs",
+                        lambda case: [probe_spec(case.in_flight)] if case.impl == "probe" else [])
     config = tmp_path / "sweep.yaml"
     config.write_text("# read by the fake loader only\n")
     return config, seen
@@ -97,15 +98,7 @@ def test_build_config_compiles_what_its_cases_need(cache, fake_config):
     assert result.exit_code == 0, result.output
     assert seen == {"path": config, "ci": True}
     assert "1 module(s)" in result.output  # two probe cases share one instantiation; reference needs none
-    assert "ghost: skipped (hisparse.kernels.ops.ghost does not exist yet)" in result.output
     assert "reference" not in result.output
-
-
-def test_build_without_config_machinery_says_so(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "hisparse.bench.config", None)  # as before hisparse/bench/config.py exists
-    result = CliRunner().invoke(main, ["build"])
-    assert result.exit_code == 1
-    assert "hisparse/bench/config.py" in result.output and "--spec" in result.output
 
 
 def test_build_config_error_is_reported(fake_config, tmp_path):
@@ -144,56 +137,33 @@ def test_parse_spec_rejects(text):
         parse_spec(text)
 
 
-# -- registry ---------------------------------------------------------------------------------------
+# -- the implementation table ----------------------------------------------------------------------
 
-def test_specs_for_case_looks_up_the_implementation(monkeypatch):
-    monkeypatch.setitem(registry.KERNEL_SPECS, "probe", lambda case: [probe_spec(case.in_flight)])
-    notes: list[str] = []
-    assert registry.specs_for_case(types.SimpleNamespace(impl="probe", in_flight=4), notes) == [probe_spec(4)]
-    assert registry.specs_for_case(types.SimpleNamespace(implementation="reference"), notes) == []
-    assert registry.specs_for_case(types.SimpleNamespace(impl="unknown_impl"), notes) == []
-    registry.specs_for_case(types.SimpleNamespace(impl="unknown_impl"), notes)
-    assert notes == ["unknown_impl: skipped (no kernel spec factory registered)"]
-    with pytest.raises(TypeError, match="names no implementation"):
-        registry.specs_for_case(types.SimpleNamespace(batch=1))
-    monkeypatch.setitem(registry.KERNEL_SPECS, "bad", lambda case: ["not a spec"])
-    with pytest.raises(TypeError, match="non-KernelSpec"):
-        registry.specs_for_case(types.SimpleNamespace(impl="bad"))
+def test_build_compiles_each_implementations_ops_with_the_wrappers_constants():
+    def names(impl, **kw):
+        case = Case(implementation=impl, workload="upstream", **kw)
+        return [(s.op, s.template_args) for s in implementations.kernel_specs(case)]
 
-
-def test_builtin_factories_combine_ops_and_tolerate_unwritten_wrappers(monkeypatch, tmp_path):
-    import hisparse.kernels.ops
-
-    def fake_op(name, **attrs):
-        module = types.ModuleType(f"hisparse.kernels.ops.{name}")
-        module.__dict__.update(attrs)
-        monkeypatch.setitem(sys.modules, module.__name__, module)
-
-    fake_op("t_single", kernel_spec=lambda case: probe_spec(case.in_flight))
-    fake_op("t_plural", kernel_specs=lambda case: [probe_spec(1), probe_spec(2)])
-    fake_op("t_nofactory")
-    monkeypatch.setattr(registry, "IMPLEMENTATION_OPS", {
-        "both": ("t_single", "t_plural"), "half": ("t_single", "t_ghost"), "none": ("t_ghost", "t_nofactory")})
-    monkeypatch.setattr(registry, "KERNEL_SPECS", {})
-    monkeypatch.setattr(registry, "MISSING", {})
-    registry._load_builtins()
-    assert set(registry.KERNEL_SPECS) == {"both", "half"}
-    case = types.SimpleNamespace(implementation="both", in_flight=8)
-    assert registry.specs_for_case(case) == [probe_spec(8), probe_spec(1), probe_spec(2)]
-    notes: list[str] = []
-    assert registry.specs_for_case(types.SimpleNamespace(implementation="half", in_flight=4), notes) == [probe_spec(4)]
-    assert registry.specs_for_case(types.SimpleNamespace(implementation="none"), notes) == []
-    assert notes == ["half: partly skipped (hisparse.kernels.ops.t_ghost does not exist yet)",
-                     "none: skipped (hisparse.kernels.ops.t_ghost does not exist yet; "
-                     "hisparse.kernels.ops.t_nofactory defines neither kernel_specs(case) nor kernel_spec(case))"]
-    # a wrapper that exists but cannot import one of its own dependencies is an error, not "missing"
-    (tmp_path / "t_broken.py").write_text("import hisparse_no_such_dependency\n")
-    monkeypatch.setattr(hisparse.kernels.ops, "__path__", [*hisparse.kernels.ops.__path__, str(tmp_path)])
-    monkeypatch.setattr(registry, "IMPLEMENTATION_OPS", {"broken": ("t_broken",)})
-    with pytest.raises(ModuleNotFoundError, match="hisparse_no_such_dependency"):
-        registry._load_builtins()
+    single = [("swap_single", (("block_size", 1024), ("record_plan", False))),
+              ("swap_single", (("block_size", 1024), ("record_plan", True)))]
+    floor = [("gather_floor", (("loads_in_flight", 4),))]
+    copy = [("copy_planned", (("block_size", 1024),))]
+    multi_pdl = [("swap_multi", (("pdl", True), ("record_plan", False))),
+                 ("swap_multi", (("pdl", True), ("record_plan", True)))]
+    assert names("lru_sequential") == single + floor
+    assert names("multi_step", pdl=True) == multi_pdl + floor
+    assert names("multi_step_planned", pdl=True) == multi_pdl + copy + floor
+    assert names("lru_sequential_planned") == single + copy + floor
+    assert names("multi_step", pdl=False)[0] == ("swap_multi", (("pdl", False), ("record_plan", False)))
 
 
-def test_every_configured_implementation_has_a_factory_entry():
-    implementations = pytest.importorskip("hisparse.bench.calls")
-    assert set(implementations.IMPLEMENTATIONS) <= set(registry.IMPLEMENTATION_OPS) | registry.NO_KERNEL
+def test_every_row_of_the_table_is_complete():
+    from hisparse.bench import calls  # noqa: PLC0415
+
+    for impl in implementations.TABLE:
+        assert impl.binder in calls._BINDERS, impl.name
+        assert impl.baseline is None or implementations.get(impl.baseline).baseline is None, impl.name
+        for op in impl.ops:
+            assert callable(importlib.import_module(f"hisparse.kernels.ops.{op}").kernel_specs), (impl.name, op)
+    with pytest.raises(ValueError, match="implementation: must be one of lru_sequential, multi_step"):
+        implementations.get("nope")

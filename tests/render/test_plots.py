@@ -8,7 +8,7 @@ from hisparse.stats import summary
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _case(impl, workload, batch, pdl, hot=4096, base=100.0):
+def _case(impl, workload, batch, pdl, hot=4096, base=100.0, linked=True):
     samples = [base * (1 + 0.01 * i) for i in range(10)]
     median = summary(samples).median
     params = {"implementation": impl, "workload": workload, "batch": batch, "steps": 4, "top_k": 2048,
@@ -20,7 +20,9 @@ def _case(impl, workload, batch, pdl, hot=4096, base=100.0):
         work={"unique_misses_per_call": 782 * batch, "hits_per_call": 0, "bytes_per_call": 782 * batch * 576},
         floor={"pcie_floor_us": base * 0.6, "gather_floor_us": base * 0.8, "gather_samples_us": [base * 0.8] * 10},
         derived={"gbps": 1.0, "over_pcie_floor": median / (base * 0.6), "over_gather_floor": median / (base * 0.8),
-                 "speedup_vs_lru_sequential": None if impl == "lru_sequential" else 1.5},
+                 "speedup_vs_lru_sequential": None if impl == "lru_sequential" else 1.5,
+                 **({"speedup_baseline": f"lru_sequential/{workload}/b{batch}/h{hot}/pdl0"}
+                    if linked and impl != "lru_sequential" else {})},
     )
 
 
@@ -74,9 +76,13 @@ def test_planned_copy_has_no_speedup_even_when_an_older_file_carries_one(tmp_pat
 
     from hisparse.render.text import run_table
 
-    planned = [_case("multi_step_planned", "upstream", b, True, base=300) for b in (1, 8)]
+    from hisparse.results.model import run_from_dict
+
+    # an older file: speedups stored for every implementation, no speedup_baseline; read back
+    planned = [_case("multi_step_planned", "upstream", b, True, base=300, linked=False) for b in (1, 8)]
     planned = [replace(c, params={**c.params, "shared_layers": 3}) for c in planned]
-    run = _run([_case("lru_sequential", "upstream", b, False) for b in (1, 8)] + planned)
+    written = _run([_case("lru_sequential", "upstream", b, False) for b in (1, 8)] + planned).to_dict()
+    run = run_from_dict(written)
     rows = [line for line in run_table(run).splitlines() if "multi_step_planned" in line]
     assert len(rows) == 2 and all("1.50x" not in r for r in rows)
     assert plots.speedup_vs_batch(run, tmp_path) is None  # only planned cases: nothing to draw

@@ -25,16 +25,14 @@ DEFAULT_BLOCK_SIZE = 1024
 BLOCK_SIZES = (128, 256, 512, 1024)
 
 
-def kernel_spec(case: Any = None, *, block_size: int | None = None) -> jit.KernelSpec:
-    """The instantiation a call needs. ``case`` (optional) may carry ``copy_block_size``."""
-    if block_size is None:
-        block_size = getattr(case, "copy_block_size", None) or DEFAULT_BLOCK_SIZE
+def kernel_spec(*, block_size: int = DEFAULT_BLOCK_SIZE) -> jit.KernelSpec:
+    """The instantiation a call with this block size needs."""
     _check_block_size(block_size)
     return jit.KernelSpec(op=OP, entry=ENTRY, template_args=(("block_size", int(block_size)),))
 
 
-def kernel_specs(case: Any = None, *, block_size: int | None = None) -> list[jit.KernelSpec]:
-    return [kernel_spec(case, block_size=block_size)]
+def kernel_specs(*, block_size: int = DEFAULT_BLOCK_SIZE) -> list[jit.KernelSpec]:
+    return [kernel_spec(block_size=block_size)]
 
 
 def _check_block_size(block_size: object) -> None:

@@ -30,16 +30,14 @@ MAX_BLOCK_SIZE = 512  # kGatherMaxBlock in gather.cuh (register budget for 8 loa
 _MAX_CHUNKS = 1 << 31  # the flat kernel indexes 16-byte chunks with 32 bits
 
 
-def kernel_spec(case: Any = None, *, loads_in_flight: int | None = None) -> jit.KernelSpec:
-    """The instantiation a call needs. ``case`` (optional) may carry ``loads_in_flight``."""
-    if loads_in_flight is None:
-        loads_in_flight = getattr(case, "loads_in_flight", None) or DEFAULT_LOADS_IN_FLIGHT
+def kernel_spec(*, loads_in_flight: int = DEFAULT_LOADS_IN_FLIGHT) -> jit.KernelSpec:
+    """The instantiation a call with this many loads in flight needs."""
     _check_loads(loads_in_flight)
     return jit.KernelSpec(op=OP, entry=ENTRY, template_args=(("loads_in_flight", int(loads_in_flight)),))
 
 
-def kernel_specs(case: Any = None, *, loads_in_flight: int | None = None) -> list[jit.KernelSpec]:
-    return [kernel_spec(case, loads_in_flight=loads_in_flight)]
+def kernel_specs(*, loads_in_flight: int = DEFAULT_LOADS_IN_FLIGHT) -> list[jit.KernelSpec]:
+    return [kernel_spec(loads_in_flight=loads_in_flight)]
 
 
 def _check_loads(loads_in_flight: object) -> None:

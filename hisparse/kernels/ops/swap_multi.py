@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from hisparse import env
-from hisparse.kernels import jit
+from hisparse.kernels import jit, limits
 from hisparse.errors import InputError
 from hisparse.kernels.jit import KernelSpec
 from hisparse.kernels.state import MultiStepState
@@ -26,7 +26,7 @@ from hisparse.kernels.validation.swap_multi import SwapMultiShape, check_swap_mu
 OP = "swap_multi"
 ENTRY = "hisparse::swap_multi_entry"
 # csrc/swap_multi.cuh bounds the item so (row, 16-byte word) indices of a copy fit in 32 bits.
-MAX_ITEM_SIZE_BYTES = 1 << 20
+MAX_ITEM_SIZE_BYTES = limits.MAX_ITEM_SIZE_BYTES
 PDL_MIN_CAPABILITY = (9, 0)  # griddepcontrol (programmatic dependent launch) exists from sm_90
 
 _PDL_BY_DEVICE: dict[int, bool] = {}
@@ -44,17 +44,15 @@ def arch_supports_pdl(arch: str) -> bool:
     return all(m >= PDL_MIN_CAPABILITY[0] for m in majors)
 
 
-def kernel_specs(case: Any = None, *, pdl: bool | None = None, record_plan: bool | None = None,
+def kernel_specs(*, pdl: bool | None = None, record_plan: bool | None = None,
                  arch: str | None = None) -> list[KernelSpec]:
-    """KernelSpecs a call or benchmark case needs (``hisparse-bench build``, hisparse.bench.kernel_specs).
+    """KernelSpecs a call needs (``hisparse-bench build``, through hisparse/bench/implementations.py).
 
-    ``pdl``: explicit, else the case's ``pdl`` attribute, else the wrapper's auto choice for ``arch``
+    ``pdl``: explicit, else the wrapper's auto choice for ``arch``
     (default ``env.CUDA_ARCH``; no GPU query). ``record_plan``: explicit, else both variants (the
     harness times calls without a plan and records one for shared layers). Every other case parameter
     (steps, top_k, hot_buffer_size, item_size_bytes, batch, ...) is a runtime value of one build.
     """
-    if pdl is None:
-        pdl = getattr(case, "pdl", None)
     pdls = [arch_supports_pdl(arch or env.CUDA_ARCH) if pdl is None else bool(pdl)]
     plans = [False, True] if record_plan is None else [bool(record_plan)]
     return [kernel_spec(pdl=p, record_plan=r) for p in pdls for r in plans]

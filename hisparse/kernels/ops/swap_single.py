@@ -66,18 +66,16 @@ def max_shared_memory_per_block(device: torch.device) -> int:
     return limit
 
 
-def kernel_spec(case: Any = None, *, block_size: int | None = None, record_plan: bool = False) -> jit.KernelSpec:
-    """The instantiation a call needs. ``case`` (optional) may carry ``block_size``."""
-    if block_size is None:
-        block_size = getattr(case, "block_size", None) or DEFAULT_BLOCK_SIZE
+def kernel_spec(*, block_size: int = DEFAULT_BLOCK_SIZE, record_plan: bool = False) -> jit.KernelSpec:
+    """The instantiation a call with these template values needs."""
     _check_block_size(block_size)
     return jit.KernelSpec(op=OP, entry=ENTRY,
                           template_args=(("block_size", int(block_size)), ("record_plan", bool(record_plan))))
 
 
-def kernel_specs(case: Any = None, *, block_size: int | None = None) -> list[jit.KernelSpec]:
+def kernel_specs(*, block_size: int = DEFAULT_BLOCK_SIZE) -> list[jit.KernelSpec]:
     """Both plan variants (the harness times calls without a plan and records one for its floors)."""
-    return [kernel_spec(case, block_size=block_size, record_plan=r) for r in (False, True)]
+    return [kernel_spec(block_size=block_size, record_plan=r) for r in (False, True)]
 
 
 _kernel = jit.runner(lambda block_size, record_plan: kernel_spec(block_size=block_size, record_plan=record_plan))

@@ -10,12 +10,32 @@ from __future__ import annotations
 
 import torch
 
-from hisparse.kernels.state import primary_hash, secondary_hash
-
 MAX_KICKS = 64
 HASH_DELETED = -2
 _MULT = 2654435761
 _U32 = 0xFFFFFFFF
+
+
+# The two bank hashes and the entry layout; the kernels compute the same bits (cuckoo.cuh).
+
+def primary_hash(token: torch.Tensor, hash_size: int) -> torch.Tensor:
+    """Bank-0 slot: (uint32(t) * 2654435761) & (H-1), vectorised (int64 arithmetic, same bits as the kernel)."""
+    return ((token.to(torch.int64) & 0xFFFFFFFF) * 2654435761 & 0xFFFFFFFF) & (hash_size - 1)
+
+
+def secondary_hash(token: torch.Tensor, hash_size: int) -> torch.Tensor:
+    """Bank-1 slot: murmur3 finalizer of uint32(t), & (H-1)."""
+    x = token.to(torch.int64) & 0xFFFFFFFF
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & 0xFFFFFFFF
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & 0xFFFFFFFF
+    x = x ^ (x >> 16)
+    return x & (hash_size - 1)
+
+
+def pack_entry(token: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+    return (slot.to(torch.int64) << 32) | (token.to(torch.int64) & 0xFFFFFFFF)
 
 
 def _bank_slots(entries: torch.Tensor, tokens: torch.Tensor, slot_tokens: torch.Tensor, hot: int) -> torch.Tensor:

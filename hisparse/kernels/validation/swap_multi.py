@@ -17,7 +17,9 @@ from dataclasses import dataclass
 import torch
 
 from hisparse.errors import InputError
-from hisparse.kernels.state import MAX_HOT_BUFFER_SIZE, MAX_STEPS, MAX_STEPS_X_TOP_K, MultiStepState
+from hisparse.kernels import limits
+from hisparse.kernels.limits import MAX_HOT_BUFFER_SIZE, MAX_STEPS, MAX_STEPS_X_TOP_K
+from hisparse.kernels.state import MultiStepState
 from hisparse.kernels.validation.common import (
     check_int,
     check_plan,
@@ -27,7 +29,7 @@ from hisparse.kernels.validation.common import (
 )
 
 INDEX_DTYPES = (torch.int32, torch.int64)
-MAX_TOKEN_POSITIONS = 1 << 31  # tokens are packed into 32 bits of a hash entry
+MAX_TOKEN_POSITIONS = limits.MAX_TOKEN_POSITIONS
 
 
 @dataclass(frozen=True)

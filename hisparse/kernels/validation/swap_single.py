@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import torch
 
 from hisparse.errors import InputError
+from hisparse.kernels import limits
 from hisparse.kernels.validation.common import check_int, check_plan, check_same_row_stride, check_tensor, item_rows
 
 # lru_slots is int16; the reference doc (§2.3) bounds HOT by the int16 maximum.
-MAX_HOT_BUFFER_SIZE_SINGLE = 32767
+MAX_HOT_BUFFER_SIZE_SINGLE = limits.MAX_LRU_HOT_BUFFER_SIZE
 INDEX_DTYPES = (torch.int32, torch.int64)
 
 
