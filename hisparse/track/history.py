@@ -258,8 +258,9 @@ def check_harness(tree: Path, config: str) -> None:
     """Raise HarnessUnavailable unless ``tree`` can run ``python -m hisparse run <config>``."""
     if not (tree / "hisparse" / "__main__.py").is_file():
         raise HarnessUnavailable("no hisparse/__main__.py (no command-line harness in this tree)")
-    if not (tree / "hisparse" / "commands" / "run.py").is_file():
-        raise HarnessUnavailable("no hisparse/cli/run.py (no `run` command in this tree)")
+    # the wings layout (2026-12-01 on) has hisparse/cli/run.py; the flat one before it hisparse/commands/run.py
+    if not any((tree / "hisparse" / sub / "run.py").is_file() for sub in ("cli", "commands")):
+        raise HarnessUnavailable("no hisparse/cli/run.py or hisparse/commands/run.py (no `run` command in this tree)")
     if not (tree / config).is_file():
         raise HarnessUnavailable(f"no {config} in this tree")
 

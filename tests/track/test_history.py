@@ -208,3 +208,19 @@ def test_exported_trees_run_without_git_and_are_recorded_under_their_commit(repo
         assert hist.is_measured(results, MACHINE, c)
     runs, _ = hist.scan_runs(results)
     assert {run.commit: run.cases[0]["samples_us"][0] for run in runs} == {c2: 100.0, c3: 120.0}
+
+
+@pytest.mark.parametrize("layout", ["cli", "commands"])
+def test_history_measures_trees_of_either_layout(tmp_path, layout):
+    # the wings layout (hisparse/cli/run.py) and the flat one of commits before 2026-12-01 (hisparse/commands/run.py)
+    from hisparse.track.history import HarnessUnavailable, check_harness
+
+    (tmp_path / "hisparse" / layout).mkdir(parents=True)
+    (tmp_path / "hisparse" / "__main__.py").write_text("")
+    (tmp_path / "hisparse" / layout / "run.py").write_text("")
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "ci.yaml").write_text("name: ci\n")
+    check_harness(tmp_path, "configs/ci.yaml")
+    (tmp_path / "hisparse" / layout / "run.py").unlink()
+    with pytest.raises(HarnessUnavailable, match="no `run` command"):
+        check_harness(tmp_path, "configs/ci.yaml")
