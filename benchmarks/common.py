@@ -7,10 +7,10 @@
   from our own runner and this suite share one definition, whichever commit's hisparse is imported.
 - Workloads are deterministic (each case carries its seed) and cached per process.
 
-To measure an old commit with asv, point ASV_PYTHONPATH at its tree (a git worktree): asv's benchmark
-process puts those entries first on sys.path (and drops PYTHONPATH's when ASV_PYTHONPATH is unset).
-Every hisparse API is looked up with ``getattr``, so a commit that lacks one skips cleanly instead of
-breaking discovery.
+To measure an old commit with asv, point HISPARSE_ASV_TREE at its tree (a git worktree): this module
+puts it first on sys.path. Every hisparse API is looked up with ``getattr`` in the layout that tree
+has (the wings of 2026-12-01 on, or the flat modules before), so a commit that lacks one skips cleanly
+instead of breaking discovery.
 No work happens at import beyond reading the config: no torch import, no GPU query.
 """
 from __future__ import annotations
@@ -23,6 +23,12 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# The tree under test, for an old commit (a git worktree of it): first on sys.path before anything
+# imports hisparse. asv 0.6.6 cannot do this itself: an existing environment turns ASV_PYTHONPATH
+# into PYTHONPATH, and its benchmark process then strips PYTHONPATH's entries from sys.path.
+TREE = os.environ.get("HISPARSE_ASV_TREE")
+if TREE:
+    sys.path.insert(0, str(Path(TREE).resolve()))
 CONFIG = os.environ.get("HISPARSE_ASV_CONFIG") or str(REPO / "configs" / "ci.yaml")
 BACKEND = os.environ.get("HISPARSE_ASV_BACKEND", "auto")
 
@@ -50,17 +56,23 @@ _MODULES = {
 }
 
 
+@functools.lru_cache(maxsize=1)
+def _layout_index() -> int:
+    """0 for the wings layout, 1 for the flat one: read off the imported package's folders (an import
+    attempt could be answered by an editable install of another tree and mix two layouts)."""
+    package = Path(importlib.import_module("hisparse").__file__).parent
+    return 0 if (package / "bench").is_dir() else 1
+
+
 def hisparse_attr(module: str, name: str):
     """``<name>`` of the commit under test's module ``module`` (in whichever layout it has), or None
     when that commit lacks it."""
-    for candidate in _MODULES.get(module, (module,)):
-        try:
-            found = getattr(importlib.import_module(f"hisparse.{candidate}"), name, None)
-        except ImportError:
-            continue
-        if found is not None:
-            return found
-    return None
+    candidates = _MODULES.get(module)
+    target = candidates[_layout_index()] if candidates else module
+    try:
+        return getattr(importlib.import_module(f"hisparse.{target}"), name, None)
+    except ImportError:
+        return None
 
 
 @functools.lru_cache(maxsize=None)

@@ -225,3 +225,46 @@ def test_asv_samples_pool_the_timing_rounds_like_the_engine(tmp_path, monkeypatc
     assert int(case.timing.rounds) == 2
     samples = common.Prepared(case).sample_seconds()
     assert len(samples) == 20 and all(0 < s < 1 for s in samples)
+
+
+OLD_LAYOUT_COMMIT = "8165cd7"  # the last commit of the flat layout (before the wings, 2026-12-01)
+
+
+@pytest.mark.slow
+def test_asv_replays_a_commit_from_before_the_move(plugin_path, tmp_path):
+    """This tree's suite measures an old tree (flat hisparse/ layout) named by HISPARSE_ASV_TREE, as
+    `asv run` of an old commit does: the old modules are found and a sample lands."""
+    full = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", "-q", f"{OLD_LAYOUT_COMMIT}^{{commit}}"],
+                          capture_output=True, text=True).stdout.strip()
+    if not full:
+        pytest.skip(f"commit {OLD_LAYOUT_COMMIT} is not in this clone (shallow?)")
+    old = tmp_path / "old"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--force", str(old), full],
+                   check=True, capture_output=True)
+    try:
+        assert (old / "hisparse" / "config.py").is_file() and not (old / "hisparse" / "bench").exists()
+        # a marker in the old tree's config module says which tree the benchmark process imported
+        probe = tmp_path / "imported-from.txt"
+        with (old / "hisparse" / "config.py").open("a") as f:
+            f.write(f"\nopen({str(probe)!r}, 'a').write(__file__ + '\\n')\n")
+        conf = json5.loads((REPO / "asv.conf.json").read_text())
+        conf.update(repo=str(REPO), benchmark_dir=str(REPO / "benchmarks"), results_dir=str(tmp_path / "results"),
+                    html_dir=str(tmp_path / "html"), env_dir=str(tmp_path / "env"))
+        (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
+        (tmp_path / "home").mkdir()
+        env = _env(plugin_path, HOME=str(tmp_path / "home"), HISPARSE_ASV_BACKEND="reference",
+                   HISPARSE_ASV_TREE=str(old))
+        subprocess.run(ASV + ["machine", "--yes", "--machine", "cpu-test"], cwd=tmp_path, env=env, check=True,
+                       capture_output=True, timeout=120)
+        proc = subprocess.run(ASV + ["run", "-E", f"existing:{PY}", "--set-commit-hash", full, "--machine", "cpu-test",
+                                     "--bench", "MultiStep.gpu_time_swap", "--record-samples", "--show-stderr"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        (result,) = [r for r in asv_results_mod.iter_results(str(tmp_path / "results"))]
+        assert result.commit_hash == full
+        assert probe.read_text().split() and set(probe.read_text().split()) == {str(old / "hisparse" / "config.py")}
+        name = "bench_swap.MultiStep.gpu_time_swap"
+        values = result.get_result_value(name, result.get_result_params(name))
+        assert any(v is not None and not math.isnan(v) for v in values), proc.stdout[-3000:]
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)], capture_output=True)
