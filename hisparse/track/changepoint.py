@@ -29,14 +29,9 @@ from hisparse.track.policy import (  # noqa: F401  re-exported: scripts/detector
 )
 
 REGRESSION, IMPROVEMENT = "regression", "improvement"  # ChangePoint.kind
-_MEDIAN_SE = math.sqrt(math.pi / 2.0)  # sd of a sample median / sd of one observation (normal, large n)
 
 
-def gate_with_confirm(base_samples: Sequence[float], head_samples: Sequence[float],
-                      rerun_samples: Sequence[float] | None = None, *, direction: str = LOWER,
-                      noise: float | None = None) -> pol.Decision:
-    """The nightly's per-case protocol under the default policy (kept for scripts/detector_power.py)."""
-    return judge_with_confirm(base_samples, head_samples, rerun_samples, noise=noise, direction=direction)
+gate_with_confirm = judge_with_confirm  # the old name, kept for scripts/detector_power.py
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,7 +160,7 @@ def _filter_by_effect(xs: list[float], found: dict[int, float], direction: str, 
         for i, at in enumerate(splits):
             before, after = xs[bounds[i]:at], xs[at:bounds[i + 2]]
             mb, ma = median(before), median(after)
-            sd = _MEDIAN_SE * noise * math.sqrt(1.0 / len(before) + 1.0 / len(after))
+            sd = pol.MEDIAN_SE * noise * math.sqrt(1.0 / len(before) + 1.0 / len(after))
             threshold = effect_threshold(min_effect, sd, noise_factor)
             w = worse_by(mb, ma, direction)
             margin = abs(w) / threshold if threshold > 0 else math.inf

@@ -26,9 +26,6 @@ from hisparse.results.model import RunRecord
 from hisparse.track import policy as pol
 from hisparse.track.policy import DEFAULT_POLICY, RegressionPolicy, Verdict  # noqa: F401  Verdict: one type
 
-CLASSES = (pol.IMPROVED, pol.REGRESSED, pol.UNCHANGED, pol.FAILED)
-
-
 def lone_pair_policy(policy: RegressionPolicy = DEFAULT_POLICY, *, threshold: float | None = None,
                      alpha: float | None = None) -> RegressionPolicy:
     """``policy`` with compare's two knobs: ``threshold`` is the floor of a lone pair

@@ -41,7 +41,7 @@ STATUSES = (REGRESSED, IMPROVED, UNCHANGED, INSUFFICIENT, FAILED)
 # Robust-scale constants: MAD -> sigma for a normal, and the sd of a sample median relative to the
 # sd of one observation (sqrt(pi/2) for a normal, large n).
 _MAD_TO_SD = 1.4826
-_MEDIAN_SE = math.sqrt(math.pi / 2.0)
+MEDIAN_SE = math.sqrt(math.pi / 2.0)
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ def median_noise(samples: Sequence[float]) -> float:
     xs = floats("samples", samples)
     if len(xs) < 2:
         return 0.0
-    return _MEDIAN_SE * sample_noise(xs) / math.sqrt(len(xs))
+    return MEDIAN_SE * sample_noise(xs) / math.sqrt(len(xs))
 
 
 def rerun_noise(medians: Sequence[float]) -> float:

@@ -2,7 +2,6 @@
 the A/B verdict and its noise estimates are tests/track/test_policy.py's."""
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
