@@ -3,8 +3,8 @@
 #
 #   1. run the regression set: `hisparse-bench run configs/ci.yaml --ci` -> results/runs/<run>.json
 #   2. compare with the baseline: BASELINE (a run file or a commit), else the latest run of this
-#      machine, backend and config at a different commit (ci/nightly_compare.py gate: Mann-Whitney on
-#      raw samples + a noise-scaled minimum effect per case)
+#      machine, backend and config at a different commit (`hisparse-bench gate`: the regression
+#      policy of docs/regression.md, with this machine's history noise per case)
 #   3. if a case fails the gate, re-run the regression set and gate again: only a CONFIRMED regression
 #      (both runs fail) fails the night
 #   4. always: write asv results (results/asv) and rebuild the dashboard (site/)
@@ -39,7 +39,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$RESULTS/runs" "$RESULTS/gates"
 
 log() { printf '[nightly] %s\n' "$*" >&2; }
-compare() { "$PY" "$here/nightly_compare.py" "$@"; }
+gate() { "$PY" -m hisparse gate "$@"; }
 
 # run_once NAME: runs the config into $work/NAME, moves the run file (and its plots) to
 # $RESULTS/runs, prints the run file's path. Returns the harness's exit status (1 = some case failed).
@@ -72,12 +72,12 @@ fi
 [ "$rc" -eq 0 ] || { log "some case failed or could not run (run exit $rc): see $head"; status=3; }
 runs=("$head")
 
-base=$(compare baseline --results "$RESULTS" --head "$head") || exit 2
+base=$(gate baseline --results "$RESULTS" --head "$head") || exit 2
 if [ -z "$base" ]; then
   log "no baseline for this machine/config yet: recorded $head, nothing to compare"
 else
   log "baseline $base"
-  compare gate --base "$base" --head "$head" --results "$RESULTS" --json "$RESULTS/gates/$(basename "${head%.json}").gate.json"
+  gate --base "$base" --head "$head" --results "$RESULTS" --json "$RESULTS/gates/$(basename "${head%.json}").gate.json"
   rc=$?
   if [ "$rc" -eq 4 ]; then
     log "gate failed once: re-running the regression set to confirm"
@@ -87,7 +87,7 @@ else
       exit 2
     fi
     runs+=("$confirm")
-    compare gate --base "$base" --head "$head" --confirm "$confirm" --results "$RESULTS" \
+    gate --base "$base" --head "$head" --confirm "$confirm" --results "$RESULTS" \
       --json "$RESULTS/gates/$(basename "${confirm%.json}").gate.json"
     rc=$?
   fi
@@ -98,6 +98,6 @@ else
   esac
 fi
 
-compare asv --results "$RESULTS" "${runs[@]}" >&2 || log "asv conversion failed (not fatal)"
+gate asv --results "$RESULTS" "${runs[@]}" >&2 || log "asv conversion failed (not fatal)"
 "$PY" -m hisparse dashboard --results "$RESULTS" --out "$SITE" >&2 || log "dashboard failed (not fatal)"
 exit "$status"

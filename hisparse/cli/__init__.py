@@ -15,6 +15,7 @@ _COMMANDS = (
     ("list", "listing", "list_cases"),
     ("build", "build", "build"),
     ("compare", "compare", "compare"),
+    ("gate", "gate", "gate"),
     ("plot", "plot", "plot"),
     ("env", "envinfo", "env"),
     ("history", "history", "history"),

@@ -130,16 +130,25 @@ def compare_table(verdicts: Sequence[Any], *, threshold: float, alpha: float) ->
     rows = []
     for v in verdicts:
         ci = "-" if v.ci_low is None else f"[{num(v.ci_low, '.3f')}, {num(v.ci_high, '.3f')}]"
-        rows.append([v.case_id, us(v.base_median_us), us(v.head_median_us), num(v.ratio, ".3f"), ci,
-                     num(v.p_value, ".2g"), v.classification + (f" ({v.note})" if v.note else "")])
+        rows.append([v.case_id, us(v.base_median), us(v.head_median), num(v.ratio, ".3f"), ci,
+                     num(v.p_value, ".2g"), v.status + (f" ({v.note})" if v.note else "")])
     if not rows:
         return "(no common cases)"
-    counts = {k: sum(1 for v in verdicts if v.classification == k) for k in ("regressed", "improved", "unchanged", "failed")}
+    counts = {k: sum(1 for v in verdicts if v.status == k) for k in ("regressed", "improved", "unchanged", "insufficient", "failed")}
     agree, rated = within(list(verdicts), threshold)
     foot = (f"ratio = B/A median time per call (> 1: B slower); significant: Mann-Whitney p < {alpha}; "
-            f"threshold {threshold:.1%}.\n" + ", ".join(f"{n} {k}" for k, n in counts.items())
+            f"threshold max({threshold:.1%}, 3 x within-run noise).\n" + ", ".join(f"{n} {k}" for k, n in counts.items())
             + f"; medians within {threshold:.1%}: {agree} of {rated}")
     return table(["case", "A us", "B us", "B/A", "95% CI", "p", "verdict"], rows, "lrrrrrl") + "\n" + foot
+
+
+def gate_line(decision: Any) -> str:
+    """One case of the nightly gate: its confirm status and the verdict that decided it."""
+    v = decision.final
+    return (f"{decision.status:12s} {v.case_id}: {us(v.base_median)} -> {us(v.head_median)} us "
+            f"({num(v.worse_by * 100 if v.worse_by is not None else None, '+.2f')}% worse, "
+            f"threshold {num(v.threshold * 100 if v.threshold is not None else None, '.2f')}%, "
+            f"p={num(v.p_value, '.2g')})")
 
 
 def listing(cases: Sequence[Any], pruned: Sequence[Any]) -> str:

@@ -1,54 +1,41 @@
-"""A/B comparison of two runs, case by case. Returns data only (pyperf practice 11): rendering is in
-render/text.py and the exit code is decided in commands/compare.py.
+"""`compare`: the regression policy (track/policy.py) applied to two runs case by case, without history
+and without a confirming re-run. Returns data only: rendering is in render/text.py and the exit code
+is decided in cli/compare.py.
 
-For every case id present in both runs: ratio = median(B) / median(A) (> 1: B is slower, every
-``*_us`` metric is lower-is-better), a bootstrap CI of that ratio (two-level, rounds then samples,
-where the run file records ``timing.samples_per_round``), the two-sided Mann-Whitney U p-value on the
-raw samples, and a classification:
-- "regressed": significant (p < alpha) and ratio > 1 + threshold;
-- "improved":  significant and ratio < 1 - threshold;
-- "unchanged": everything else (a significant shift smaller than the threshold is noise for a gate);
-- "failed":    either side has no timing (failed/skipped case); ``note`` says which side.
+For every case id present in both runs: the policy's Verdict on the raw samples (p < alpha and a
+median change beyond max(floor, noise_factor * within-run noise); the floor is the policy's
+``min_effect_unknown_noise``, since a lone pair knows nothing of the case's run-to-run noise), plus
+a bootstrap CI of the median ratio B/A (two-level, rounds then samples, where the run file records
+``timing.samples_per_round``). A case either side did not time is "failed"; ``note`` says which side.
 
 A side whose samples fall into two separated modes (``stats.modes``) is named in ``note``; when both
 are bimodal the note gives the ratio of their mode centres, which is the stable comparison there
-(the median moves with the mix of the two modes). The classification itself is unchanged.
+(the median moves with the mix of the two modes). The verdict itself is unchanged.
+
+Two runs are comparable only on the same backend, GPU and config (``incomparable``); other
+environment differences (driver, torch, ...) are warnings.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import replace
 
 from hisparse import stats
 from hisparse.results import metadata
 from hisparse.results.model import RunRecord
+from hisparse.track import policy as pol
+from hisparse.track.policy import DEFAULT_POLICY, RegressionPolicy, Verdict  # noqa: F401  Verdict: one type
 
-CLASSES = ("improved", "regressed", "unchanged", "failed")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    case_id: str
-    classification: str
-    base_median_us: float | None
-    head_median_us: float | None
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    significant: bool
-    n_base: int
-    n_head: int
-    note: str | None = None
-
-    @property
-    def regressed(self) -> bool:
-        return self.classification == "regressed"
-
-    @property
-    def newly_failed(self) -> bool:
-        """The base timed this case and the head did not (e.g. a correctness failure)."""
-        return self.classification == "failed" and self.note == "failed in B"
+def lone_pair_policy(policy: RegressionPolicy = DEFAULT_POLICY, *, threshold: float | None = None,
+                     alpha: float | None = None) -> RegressionPolicy:
+    """``policy`` with compare's two knobs: ``threshold`` is the floor of a lone pair
+    (``min_effect_unknown_noise``), ``alpha`` the significance level."""
+    changes = {}
+    if threshold is not None:
+        changes["min_effect_unknown_noise"] = threshold
+    if alpha is not None:
+        changes["alpha"] = alpha
+    return replace(policy, **changes) if changes else policy
 
 
 def compare_samples(
@@ -56,8 +43,9 @@ def compare_samples(
     base: list[float] | tuple[float, ...],
     head: list[float] | tuple[float, ...],
     *,
-    threshold: float = 0.05,
-    alpha: float = 0.01,
+    policy: RegressionPolicy = DEFAULT_POLICY,
+    threshold: float | None = None,
+    alpha: float | None = None,
     confidence: float = 0.95,
     seed: int = 0,
     rounds_base: list[int] | tuple[int, ...] | None = None,
@@ -68,26 +56,11 @@ def compare_samples(
     """Verdict for one case from raw samples (base = A, head = B); ``rounds_*``: samples per timing
     round of each side, for the CI (stats.bootstrap_ratio_ci); ``replays_*``: every replay's time where
     a sample averaged several (``CaseResult.replay_us``), for the note on two modes."""
-    if threshold < 0:
-        raise ValueError(f"threshold: must be >= 0, got {threshold}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha: must be in (0, 1), got {alpha}")
-    mb, mh = stats.median(base), stats.median(head)
-    ratio = mh / mb if mb != 0 else math.nan
+    policy = lone_pair_policy(policy, threshold=threshold, alpha=alpha)
+    v = pol.judge(base, head, policy, case_id=case_id)
     lo, hi = stats.bootstrap_ratio_ci(base, head, confidence=confidence, seed=seed, rounds_a=rounds_base,
                                       rounds_b=rounds_head)
-    p = stats.mann_whitney_u(head, base).p_value
-    significant = p < alpha
-    note = modes_note(replays_base or base, replays_head or head)
-    if significant and ratio > 1 + threshold:
-        cls = "regressed"
-    elif significant and ratio < 1 - threshold:
-        cls = "improved"
-    else:
-        cls = "unchanged"
-    return Verdict(case_id=case_id, classification=cls, base_median_us=mb, head_median_us=mh, ratio=ratio,
-                   ci_low=lo, ci_high=hi, p_value=p, significant=significant, n_base=len(base),
-                   n_head=len(head), note=note)
+    return replace(v, ci_low=lo, ci_high=hi, note=modes_note(replays_base or base, replays_head or head))
 
 
 def modes_note(base: list[float] | tuple[float, ...], head: list[float] | tuple[float, ...]) -> str | None:
@@ -111,11 +84,14 @@ def compare(
     run_a: RunRecord,
     run_b: RunRecord,
     *,
-    threshold: float = 0.05,
-    alpha: float = 0.01,
+    policy: RegressionPolicy = DEFAULT_POLICY,
+    threshold: float | None = None,
+    alpha: float | None = None,
     confidence: float = 0.95,
 ) -> list[Verdict]:
-    """One Verdict per case id common to both runs, in run A's order."""
+    """One Verdict per case id common to both runs, in run A's order (``threshold``/``alpha``: see
+    ``lone_pair_policy``)."""
+    policy = lone_pair_policy(policy, threshold=threshold, alpha=alpha)
     verdicts = []
     for ca in run_a.cases:
         cb = run_b.case(ca.case_id)
@@ -124,14 +100,14 @@ def compare(
         if not (ca.ok and cb.ok):
             side = "both" if not ca.ok and not cb.ok else ("A" if not ca.ok else "B")
             verdicts.append(Verdict(
-                case_id=ca.case_id, classification="failed",
-                base_median_us=ca.median_us if ca.ok else None, head_median_us=cb.median_us if cb.ok else None,
-                ratio=None, ci_low=None, ci_high=None, p_value=None, significant=False,
-                n_base=len(ca.samples_us), n_head=len(cb.samples_us), note=f"failed in {side}",
+                case_id=ca.case_id, status=pol.FAILED, base_median=ca.median_us if ca.ok else None,
+                head_median=cb.median_us if cb.ok else None, worse_by=None, p_value=None, threshold=None,
+                noise=None, alpha=policy.alpha, n_base=len(ca.samples_us), n_head=len(cb.samples_us),
+                note=f"failed in {side}",
             ))
             continue
-        verdicts.append(compare_samples(ca.case_id, ca.samples_us, cb.samples_us, threshold=threshold,
-                                        alpha=alpha, confidence=confidence,
+        verdicts.append(compare_samples(ca.case_id, ca.samples_us, cb.samples_us, policy=policy,
+                                        confidence=confidence,
                                         rounds_base=ca.timing.get("samples_per_round"),
                                         rounds_head=cb.timing.get("samples_per_round"),
                                         replays_base=ca.replay_us, replays_head=cb.replay_us))
@@ -144,15 +120,24 @@ def only_in(run_a: RunRecord, run_b: RunRecord) -> tuple[list[str], list[str]]:
     return [c for c in run_a.case_ids() if c not in b], [c for c in run_b.case_ids() if c not in a]
 
 
-def comparability_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
-    """Reasons the two runs' numbers may not be comparable (different backend, GPU, driver, ...).
-    The commit is expected to differ in an A/B comparison, so it is not listed."""
+def incomparable(run_a: RunRecord, run_b: RunRecord) -> list[str]:
+    """Why a verdict between the two runs would mean nothing: a different backend (a CUDA run against
+    the CPU reference is a 100x "regression"), GPU or config name. Empty when comparable."""
     out = []
     if run_a.backend != run_b.backend:
         out.append(f"backend: {run_a.backend!r} != {run_b.backend!r}")
-    keys = tuple(k for k in metadata.CHECKED_KEYS if k != "git_commit")
-    out += metadata.mismatches(run_a.environment, run_b.environment, keys)
+    if run_a.environment.get("gpu") != run_b.environment.get("gpu"):
+        out.append(f"gpu: {run_a.environment.get('gpu')!r} != {run_b.environment.get('gpu')!r}")
+    if run_a.config.get("name") != run_b.config.get("name"):
+        out.append(f"config name: {run_a.config.get('name')!r} != {run_b.config.get('name')!r}")
     return out
+
+
+def comparability_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
+    """Other differences that may move the numbers (machine, driver, torch, ...). The commit is
+    expected to differ in an A/B comparison, and backend/GPU are ``incomparable``'s, so neither is listed."""
+    keys = tuple(k for k in metadata.CHECKED_KEYS if k not in ("git_commit", "gpu"))
+    return metadata.mismatches(run_a.environment, run_b.environment, keys)
 
 
 def any_regression(verdicts: list[Verdict]) -> bool:

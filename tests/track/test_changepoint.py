@@ -1,7 +1,7 @@
-"""hisparse.track.changepoint on synthetic series with known change points (expected values by hand)."""
+"""hisparse.track.changepoint on synthetic series with known change points (expected values by hand);
+the A/B verdict and its noise estimates are tests/track/test_policy.py's."""
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
@@ -18,74 +18,6 @@ def noisy_series(n, *, noise, step_at=None, step=0.0, level=100.0, seed=0):
 def samples(level, noise, n=10, seed=0):
     rng = random.Random(seed)
     return [level * (1 + rng.gauss(0, noise)) for _ in range(n)]
-
-
-# ------------------------------------------------------------------ noise estimates and helpers
-
-
-def test_worse_by_respects_direction():
-    assert cp.worse_by(100.0, 110.0, cp.LOWER) == pytest.approx(0.10)  # slower time: worse
-    assert cp.worse_by(100.0, 110.0, cp.HIGHER) == pytest.approx(-0.10)  # more GB/s: better
-    assert cp.worse_by(50.0, 40.0, cp.HIGHER) == pytest.approx(0.20)
-    with pytest.raises(ValueError, match="direction"):
-        cp.worse_by(1.0, 2.0, "up")
-
-
-def test_noise_estimates_by_hand():
-    # median 10, |deviations| 1,0,1 -> MAD 1 -> 1.4826 / 10
-    assert cp.sample_noise([9.0, 10.0, 11.0]) == pytest.approx(0.14826)
-    # re-runs 99 and 101: sd = sqrt(2) (n-1 = 1), median 100
-    assert cp.rerun_noise([99.0, 101.0]) == pytest.approx(math.sqrt(2) / 100)
-    # one step in a flat series changes one difference: median |diff| is 0 -> no noise
-    assert cp.series_noise([10, 10, 10, 20, 20, 20]) == 0.0
-    # alternating 99/101: every |diff| is 2 -> 2 / (0.6745 sqrt 2), relative to the median 99
-    assert cp.series_noise([99, 101, 99, 101, 99]) == pytest.approx(2 / (0.6745 * math.sqrt(2)) / 99)
-    assert cp.effect_threshold(0.005, 0.01, 3.0) == pytest.approx(0.03)
-    assert cp.effect_threshold(0.005, 0.0001, 3.0) == 0.005
-
-
-# ------------------------------------------------------------------ A/B gate + confirm
-
-
-def test_gate_flags_slowdown_and_respects_direction():
-    base = samples(100.0, 0.002, seed=1)
-    slow = samples(105.0, 0.002, seed=2)
-    v = cp.gate(base, slow, direction=cp.LOWER)
-    assert v.status == cp.REGRESSION and v.failed
-    assert v.worse_by == pytest.approx(0.05, abs=0.005)
-    assert v.p_value < 0.001
-    # same numbers as GB/s (higher is better): an improvement, not a failure
-    g = cp.gate(base, slow, direction=cp.HIGHER)
-    assert g.status == cp.IMPROVEMENT and not g.failed
-
-
-def test_gate_needs_effect_beyond_noise_not_just_significance():
-    base = samples(100.0, 0.0005, seed=3)
-    head = samples(100.3, 0.0005, seed=4)  # +0.3%: significant with this little noise, below the 0.5% floor
-    v = cp.gate(base, head, direction=cp.LOWER)
-    assert v.p_value < 0.01 and v.status == cp.UNCHANGED
-    # a case whose run-to-run noise is 2% needs more than 3 * sqrt(2) * 2% = 8.5%
-    base2, head2 = samples(100.0, 0.001, seed=5), samples(106.0, 0.001, seed=6)
-    assert cp.gate(base2, head2, direction=cp.LOWER).failed
-    v2 = cp.gate(base2, head2, direction=cp.LOWER, noise=0.02)
-    assert not v2.failed and v2.threshold == pytest.approx(3 * math.sqrt(2) * 0.02)
-
-
-def test_gate_insufficient_samples_never_fails():
-    v = cp.gate([1.0, 1.0], [5.0, 5.0], direction=cp.LOWER)
-    assert v.status == cp.INSUFFICIENT and not v.failed
-
-
-def test_confirm_protocol():
-    base = samples(100.0, 0.002, seed=7)
-    bad = cp.gate(base, samples(110.0, 0.002, seed=8), direction=cp.LOWER)
-    good = cp.gate(base, samples(100.0, 0.002, seed=9), direction=cp.LOWER)
-    assert cp.confirm(good).status == "pass"
-    suspect = cp.confirm(bad)
-    assert suspect.status == "suspect" and suspect.needs_rerun and not suspect.failed
-    assert cp.confirm(bad, bad).failed
-    un = cp.confirm(bad, good)
-    assert un.status == "unconfirmed" and not un.failed
 
 
 # ------------------------------------------------------------------ trend change points
@@ -158,19 +90,15 @@ def test_false_alarm_rate_on_pure_noise(noise):
     assert alarms / n_series <= FALSE_ALARM_BOUND
 
 
-def test_gate_false_alarms_on_reruns_of_one_commit():
-    # 300 re-run pairs of one commit with 1.4% run-to-run noise, noise known from history: the
-    # confirmed false-alarm rate must be ~0 (docs/regression.md)
-    rng = random.Random(5)
-
-    def run(slow=0.0):
-        off = rng.gauss(0, 0.014)
-        return [100 * (1 + slow) * (1 + off + rng.gauss(0, 0.014)) for _ in range(10)]
-
-    confirmed = 0
-    for _ in range(300):
-        base = run()
-        first = cp.gate(base, run(), direction=cp.LOWER, noise=0.014)
-        second = cp.gate(base, run(), direction=cp.LOWER, noise=0.014) if first.failed else None
-        confirmed += cp.confirm(first, second).failed
-    assert confirmed / 300 <= 0.01
+def test_change_points_index_into_the_commits_and_skip_untimed_ones():
+    # 12 commits, a 6% step at commit 7; commits 2 and 9 have no timing (None / empty)
+    per_commit = [samples(100.0 * (1.06 if i >= 7 else 1.0), 0.002, seed=40 + i) for i in range(12)]
+    per_commit[2], per_commit[9] = None, []
+    (c,) = cp.change_points(per_commit)
+    assert c.index == 7 and c.kind == cp.REGRESSION
+    assert c.change == pytest.approx(0.06, abs=0.004)
+    # the same as detecting on the 10 timed commits, where the step is the 6th point
+    timed = [s for s in per_commit if s]
+    (d,) = cp.detect_changes([cp.median(s) for s in timed], direction=cp.LOWER, samples=timed)
+    assert d.index == 6 and d.p_value == c.p_value and d.threshold == c.threshold
+    assert cp.change_points([[1.0, 1.0]] * 3 + [None] * 5) == []  # fewer than 4 timed commits

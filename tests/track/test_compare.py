@@ -1,10 +1,17 @@
-"""hisparse.track.compare on synthetic samples: same distribution -> unchanged, 10% slower -> regressed."""
+"""hisparse.track.compare on synthetic samples (same distribution -> unchanged, 10% slower -> regressed), and
+`hisparse-bench compare` as a gate: incomparable runs and runs without a common case exit 2."""
 import random
 from dataclasses import replace
 
 import pytest
 
-from hisparse.track.compare import any_regression, compare, compare_samples, comparability_warnings, only_in, within
+from click.testing import CliRunner
+
+from hisparse.cli import main
+from hisparse.results.model import write_run
+from hisparse.track import policy as pol
+from hisparse.track.compare import (any_regression, compare, compare_samples, comparability_warnings, incomparable,
+                                    only_in, within)
 from hisparse.results.model import CaseResult, RunRecord
 from hisparse.stats import summary
 
@@ -30,13 +37,13 @@ def _run(run_id, cases, backend="cuda", gpu="NVIDIA H200"):
 def test_identical_distributions_are_unchanged():
     for seed in range(5):
         v = compare_samples("c", _noisy(100, 0.01, seed=seed), _noisy(100, 0.01, seed=seed + 100))
-        assert v.classification == "unchanged"
+        assert v.status == "unchanged"
         assert 0.97 < v.ratio < 1.03
 
 
 def test_ten_percent_slower_with_low_noise_is_regressed():
     v = compare_samples("c", _noisy(100, 0.005, seed=1), _noisy(110, 0.005, seed=2))
-    assert v.classification == "regressed" and v.significant and v.regressed
+    assert v.status == "regressed" and v.significant and v.regressed
     assert v.ratio == pytest.approx(1.10, abs=0.01)
     assert v.ci_low > 1.05 and v.ci_high < 1.15
     # complete separation of 10 vs 10 samples: exact two-sided p = 2 / C(20, 10)
@@ -45,17 +52,20 @@ def test_ten_percent_slower_with_low_noise_is_regressed():
 
 def test_ten_percent_faster_is_improved():
     v = compare_samples("c", _noisy(100, 0.005, seed=1), _noisy(90, 0.005, seed=2))
-    assert v.classification == "improved"
+    assert v.status == "improved"
 
 
 def test_significant_but_below_threshold_is_unchanged():
     v = compare_samples("c", _noisy(100, 0.001, seed=1), _noisy(102, 0.001, seed=2), threshold=0.05)
-    assert v.significant and v.classification == "unchanged"
+    assert v.significant and v.status == "unchanged"
 
 
-def test_large_shift_with_too_few_samples_is_not_significant():
-    v = compare_samples("c", [100.0, 101.0], [120.0, 121.0], alpha=0.01)
-    assert not v.significant and v.classification == "unchanged"
+def test_large_shift_with_too_few_samples_is_never_a_regression():
+    v = compare_samples("c", [100.0, 101.0], [120.0, 121.0], alpha=0.01)  # below the policy's 3 samples
+    assert v.status == "insufficient" and not v.regressed and v.p_value is None
+    # 3 vs 3, completely separated: exact two-sided p = 2 / C(6, 3) = 0.1, not below alpha
+    v3 = compare_samples("c", [100.0, 101.0, 102.0], [120.0, 121.0, 122.0], alpha=0.01)
+    assert v3.p_value == pytest.approx(0.1) and v3.status == "unchanged"
 
 
 def test_compare_runs_common_cases_and_failures():
@@ -66,9 +76,9 @@ def test_compare_runs_common_cases_and_failures():
     verdicts = compare(a, b)
     assert [v.case_id for v in verdicts] == ["x", "y", "z"]
     by = {v.case_id: v for v in verdicts}
-    assert by["x"].classification == "regressed"
-    assert by["y"].classification == "unchanged"
-    assert by["z"].classification == "failed" and by["z"].newly_failed
+    assert by["x"].status == "regressed"
+    assert by["y"].status == "unchanged"
+    assert by["z"].status == "failed" and by["z"].newly_failed
     assert any_regression(verdicts)
     assert only_in(a, b) == (["only_a"], ["only_b"])
 
@@ -76,15 +86,20 @@ def test_compare_runs_common_cases_and_failures():
 def test_compare_a_with_itself_is_all_unchanged():
     a = _run("A", [_case("x", _noisy(100, 0.02, seed=1)), _case("y", _noisy(5, 0.1, seed=2))])
     verdicts = compare(a, a)
-    assert all(v.classification == "unchanged" and v.ratio == 1.0 for v in verdicts)
+    assert all(v.status == "unchanged" and v.ratio == 1.0 for v in verdicts)
     assert not any_regression(verdicts)
 
 
-def test_comparability_warnings_name_the_difference():
+def test_incomparable_names_backend_gpu_and_config():
     a = _run("A", [], backend="cuda")
     b = _run("B", [], backend="reference", gpu=None)
-    warnings = comparability_warnings(a, b)
-    assert any("backend" in w for w in warnings) and any(w.startswith("gpu") for w in warnings)
+    assert incomparable(a, b) == ["backend: 'cuda' != 'reference'", "gpu: 'NVIDIA H200' != None"]
+    c = replace(_run("C", []), config={"name": "other", "hash": "h"})
+    assert incomparable(a, c) == ["config name: 't' != 'other'"]
+    assert incomparable(a, _run("D", [])) == []
+    # a driver difference is a warning, not a reason to refuse
+    e = replace(_run("E", []), environment={"machine": "m", "gpu": "NVIDIA H200", "driver": "580"})
+    assert incomparable(a, e) == [] and comparability_warnings(a, e) == ["driver: None != '580'"]
 
 
 def test_bad_arguments_raise():
@@ -134,3 +149,73 @@ def test_compare_uses_each_runs_rounds_for_the_ci():
     plain = compare_samples("x", moved, steady)
     assert (v.ratio, v.p_value) == (plain.ratio, plain.p_value)  # only the CI changes
     assert v.ci_high - v.ci_low > 1.5 * (plain.ci_high - plain.ci_low)
+
+
+def test_compare_is_the_policy_without_history_or_confirm():
+    # the same pair judged by compare and by the gate's protocol with the confirm rule off and no
+    # history noise: one policy, one verdict (docs/regression.md)
+    lone = replace(pol.DEFAULT_POLICY, confirm=False)
+    for slow, seed in ((0.0, 1), (0.03, 2), (0.08, 3), (-0.08, 4)):
+        base, head = _noisy(100, 0.01, seed=seed), _noisy(100 * (1 + slow), 0.01, seed=seed + 50)
+        v = compare_samples("c", base, head)
+        d = pol.judge_with_confirm(base, head, policy=lone, case_id="c")
+        assert (v.status, v.threshold, v.p_value) == (d.first.status, d.first.threshold, d.first.p_value)
+    # an 8% slowdown is past compare's 5% floor, a 3% one is not (noise 1%: 3 x within-run noise < 5%)
+    assert compare_samples("c", _noisy(100, 0.01, seed=3), _noisy(108, 0.01, seed=53)).regressed
+    v3 = compare_samples("c", _noisy(100, 0.01, seed=2), _noisy(103, 0.01, seed=52))
+    assert v3.significant and v3.status == "unchanged" and v3.threshold == 0.05
+
+
+# ------------------------------------------------------------------ the CLI as a gate (issue 14)
+
+
+def _write(tmp_path, run):
+    return str(write_run(run, tmp_path / f"{run.run_id}.json"))
+
+
+def _cli(*args):
+    return CliRunner().invoke(main, ["compare", *args])
+
+
+def test_cli_cuda_against_reference_fails_unless_allowed(tmp_path):
+    a = _write(tmp_path, _run("A", [_case("x", _noisy(100, 0.005, seed=1))]))
+    b = _write(tmp_path, _run("B", [_case("x", _noisy(29000, 0.005, seed=2))], backend="reference", gpu=None))
+    r = _cli(a, b)
+    assert r.exit_code == 2
+    assert "incomparable runs: backend: 'cuda' != 'reference'; gpu: 'NVIDIA H200' != None" in r.output
+    assert "--allow-incomparable" in r.output and "REGRESSION" not in r.output
+    allowed = _cli(a, b, "--allow-incomparable")
+    assert allowed.exit_code == 1 and "REGRESSION: 1 case(s)" in allowed.output
+    assert "warning: runs differ in backend" in allowed.output
+
+
+def test_cli_other_config_is_incomparable(tmp_path):
+    a = _write(tmp_path, _run("A", [_case("x", _noisy(100, 0.005, seed=1))]))
+    b = _write(tmp_path, replace(_run("B", [_case("x", _noisy(100, 0.005, seed=2))]),
+                                 config={"name": "ci", "hash": "h2"}))
+    r = _cli(a, b)
+    assert r.exit_code == 2 and "config name: 't' != 'ci'" in r.output
+
+
+def test_cli_no_common_cases_is_an_error_even_when_allowed(tmp_path):
+    a = _write(tmp_path, _run("A", [_case("x", _noisy(100, 0.005, seed=1))]))
+    b = _write(tmp_path, _run("B", [_case("y", _noisy(100, 0.005, seed=2))]))
+    for extra in ((), ("--allow-incomparable",)):
+        r = _cli(a, b, *extra)
+        assert r.exit_code == 2 and "no common cases: A and B share no case id" in r.output
+
+
+def test_cli_same_series_exit_codes(tmp_path):
+    a = _write(tmp_path, _run("A", [_case("x", _noisy(100, 0.005, seed=1))]))
+    same = _write(tmp_path, _run("B", [_case("x", _noisy(100, 0.005, seed=2))]))
+    slow = _write(tmp_path, _run("C", [_case("x", _noisy(110, 0.005, seed=3))]))
+    ok = _cli(a, same)
+    assert ok.exit_code == 0 and "1 unchanged" in ok.output
+    bad = _cli(a, slow)
+    assert bad.exit_code == 1 and "REGRESSION: 1 case(s) slower beyond the threshold: x" in bad.output
+
+
+def test_cli_bad_threshold_is_a_clear_error(tmp_path):
+    a = _write(tmp_path, _run("A", [_case("x", _noisy(100, 0.005, seed=1))]))
+    r = _cli(a, a, "--threshold", "-1")
+    assert r.exit_code == 2 and "min_effect_unknown_noise: must be a finite number >= 0, got -1" in r.output
