@@ -11,7 +11,7 @@ hisparse.track.changepoint exactly as the tools use them:
   on a history without a change; power at slowdown s = a regression found within one commit of the
   step (commit ``2/3 * commits`` on) when every later run is slowed by s;
 - gate (nightly): base run vs head run, re-measured head when the first gate fails (confirm protocol),
-  noise from a history of ``--history`` earlier runs (``series_noise``, as ci/nightly_compare.py does)
+  noise from a history of ``--history`` earlier runs (``series_noise``, as hisparse/track/gate.py does)
   or, for the first nights, none; false alarm = a confirmed regression between runs of one commit.
 
 Synthetic runs: a run-level offset ~ N(0, sd_between) plus 10 samples ~ N(0, sd_within); sd_between
