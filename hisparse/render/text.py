@@ -56,11 +56,12 @@ def run_header(run: RunRecord) -> str:
     env = run.environment
     cfg = run.config
     where = env.get("gpu") or f"CPU ({env.get('cpu') or 'unknown'})"
+    commit = str(env["git_commit"])[:12] if env.get("git_commit") else "unknown (not a git checkout)"
     lines = [
         f"run {run.run_id}  backend={run.backend}  config={cfg.get('name')} (hash {str(cfg.get('hash'))[:12]})"
         + ("  --ci" if cfg.get("ci") else ""),
-        f"machine {env.get('machine')}: {where}, torch {env.get('torch')}, commit "
-        f"{str(env.get('git_commit'))[:12]}{' (dirty)' if env.get('git_dirty') else ''}",
+        f"machine {env.get('machine')}: {where}, torch {env.get('torch')}, commit {commit}"
+        f"{' (dirty)' if env.get('git_dirty') else ''}",
     ]
     pinned = run.floors.get("pinned_h2d_gbps")
     lines.append(f"pinned host->device bandwidth: {num(pinned, '.1f')} GB/s" if pinned is not None
