@@ -3,6 +3,7 @@ case, print the summary table, and draw the plots."""
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -52,7 +53,8 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
         raise _UsageFailure(str(e)) from e
     _announce(session)
     try:
-        record = sweep.execute(session, on_case=_progress(session))
+        with _progress(len(session.cases)) as on_case:
+            record = sweep.execute(session, on_case=on_case)
     except KeyboardInterrupt:
         path = session.writer.path
         click.echo(f"\nInterrupted. Finished cases are in {path}; continue with --resume {path}", err=True)
@@ -83,12 +85,16 @@ def _announce(session) -> None:
     click.echo(f"{len(session.cases)} case(s), {len(session.expansion.pruned)} pruned; writing {session.writer.path}")
 
 
-def _progress(session):
+@contextmanager
+def _progress(total: int):
     """A bar on a terminal; elsewhere (CI, Slurm, nohup, a pipe) a bar shows nothing until the end,
-    so one line per finished case instead."""
-    if sys.stdout.isatty():
-        return _Bar(len(session.cases))
-    return _line
+    so one line per finished case instead. The bar is closed on an interrupt too (it hides the cursor)."""
+    if not sys.stdout.isatty():
+        yield _line
+        return
+    with click.progressbar(length=total, label="cases", show_pos=True, show_eta=True,
+                           item_show_func=lambda case_id: case_id or "") as bar:
+        yield lambda p: bar.update(1, p.case_id)
 
 
 def _line(p) -> None:
@@ -97,18 +103,6 @@ def _line(p) -> None:
     what = f"{us(p.median_us)} us/call" if p.median_us is not None else p.status.upper()
     eta = f", ETA {_duration(p.eta_s)}" if p.eta_s is not None and p.index < p.total else ""
     click.echo(f"[{p.index}/{p.total}] {p.case_id}  {what}  (elapsed {_duration(p.elapsed_s)}{eta})")
-
-
-class _Bar:
-    def __init__(self, total: int) -> None:
-        self.bar = click.progressbar(length=total, label="cases", show_pos=True, show_eta=True,
-                                     item_show_func=lambda cid: cid or "")
-        self.bar.__enter__()
-
-    def __call__(self, p) -> None:
-        self.bar.update(1, p.case_id)
-        if p.index == p.total:
-            self.bar.__exit__(None, None, None)
 
 
 def _duration(seconds: float) -> str:

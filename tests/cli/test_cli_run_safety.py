@@ -160,3 +160,31 @@ def test_list_without_config_lists_what_run_picks():
     result = CliRunner().invoke(main, ["list"])
     assert result.exit_code == 0, result.output
     assert "config cpu-small" in result.output and "12 case(s)" in result.output
+
+
+def test_interrupt_keeps_finished_cases_and_resume_finishes(two, tmp_path, monkeypatch):
+    from hisparse.bench import measure
+
+    real = measure.run_case
+    calls = []
+
+    def second_interrupts(case, backend, **kw):
+        calls.append(case.case_id)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(case, backend, **kw)
+
+    real_sweep = measure.run_sweep
+    monkeypatch.setattr(measure, "run_sweep", lambda *a, **kw: real_sweep(*a, run=second_interrupts, **kw))
+    out = tmp_path / "run.json"
+    result = run(str(two), "--out", str(out))
+    assert result.exit_code == 130, result.output
+    assert f"continue with --resume {out}" in result.output
+    assert load_run(out).case_ids() == ["lru_sequential/distinct/b1/s2/k16/h64/i64/pdl0"]
+    assert load_run(out).finished is None
+
+    monkeypatch.setattr(measure, "run_sweep", real_sweep)
+    resumed = run(str(two), "--resume", str(out))
+    assert resumed.exit_code == 0, resumed.output
+    assert "1 case(s) done, 1 to run" in resumed.output
+    assert len(load_run(out).cases) == 2 and load_run(out).finished is not None

@@ -25,9 +25,17 @@ def source_copy(tmp_path: Path) -> Path:
     return src
 
 
+def _can_build_wheels_offline() -> bool:
+    try:
+        return (importlib.util.find_spec("setuptools.command.bdist_wheel") is not None
+                or importlib.util.find_spec("wheel") is not None)
+    except ModuleNotFoundError:  # no setuptools at all
+        return False
+
+
 def test_wheel_ships_the_configs(tmp_path):
     """Without them an installed `hisparse-bench run` answered "config not found (no configs installed)"."""
-    if importlib.util.find_spec("setuptools.command.bdist_wheel") is None and importlib.util.find_spec("wheel") is None:
+    if not _can_build_wheels_offline():
         pytest.skip("offline wheel build needs setuptools >= 70.1 or the wheel package")
     src = source_copy(tmp_path)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
