@@ -169,7 +169,7 @@ AXIS_SPECS: dict[str, ParamSpec] = {
     "implementation": ParamSpec(str, choices=IMPLEMENTATIONS),
     "workload": ParamSpec(str, choices=WORKLOADS),
     "batch": ParamSpec(int, 1, lo=1, hi=4096),
-    "steps": ParamSpec(int, 4, lo=0, hi=64),  # outside 1..4: pruned with a reason, not an error
+    "steps": ParamSpec(int, 4, lo=1, hi=MAX_STEPS),  # the kernel's kMaxSteps: 5 is a config error, not a prune
     "top_k": ParamSpec(int, 2048, lo=1, hi=MAX_STEPS_X_TOP_K),
     "hot_buffer_size": ParamSpec(int, 4096, lo=1, hi=MAX_HOT_BUFFER_SIZE),
     "item_size_bytes": ParamSpec(int, 576, lo=1, hi=1 << 20),

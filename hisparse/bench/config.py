@@ -12,7 +12,7 @@ axes:                          # each axis: a value, a list (full and CI sweep),
                                 # lru_sequential_planned (multi_step_planned's baseline) is opt-in
   workload: [upstream, distinct]   # default: the names under `workloads:`, else [distinct]
   batch: {values: [1, 2, 4, 8, 16, 32, 64], ci: [1, 64]}             # default 1
-  steps: 4                     # default 4; cases outside 1..4 are pruned
+  steps: 4                     # default 4; a value outside 1..4 is a config error
   top_k: 2048                  # default 2048
   hot_buffer_size: 4096        # default 4096, at most 32768
   item_size_bytes: 576         # default 576

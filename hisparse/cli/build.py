@@ -40,6 +40,54 @@ def parse_spec(text: str, source_dir: Path | None = None):
         raise click.BadParameter(f"{text!r}: {e}", param_hint="--spec") from e
 
 
+_BOOLS = (False, True)
+
+
+def _template_table() -> dict[str, tuple[str, dict[str, tuple]]]:
+    """op -> (entry, {template key: allowed values}) for the kernels of csrc/ (the ops' own tables)."""
+    from hisparse.kernels.ops import copy_planned, gather_floor, swap_multi, swap_single  # noqa: PLC0415
+
+    return {
+        swap_single.OP: (swap_single.ENTRY, {"block_size": swap_single.BLOCK_SIZES, "record_plan": _BOOLS}),
+        swap_multi.OP: (swap_multi.ENTRY, {"pdl": _BOOLS, "record_plan": _BOOLS}),
+        copy_planned.OP: (copy_planned.ENTRY, {"block_size": copy_planned.BLOCK_SIZES}),
+        gather_floor.OP: (gather_floor.ENTRY, {"loads_in_flight": gather_floor.LOADS_IN_FLIGHT}),
+    }
+
+
+def _show(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def check_spec(spec, text: str) -> None:
+    """Reject a --spec of one of our ops whose entry, template keys or values the op does not
+    instantiate, before nvcc sees it (it would answer block_size=333 with pages of C++ errors).
+    An out-of-tree kernel (--source-dir) has no table and is passed through."""
+    table = _template_table()
+    if spec.source_dir is not None and spec.op not in table:
+        return
+    if spec.op not in table:
+        raise click.BadParameter(f"{text!r}: unknown op {spec.op!r}; allowed: {', '.join(table)} "
+                                 "(an out-of-tree kernel needs --source-dir)", param_hint="--spec")
+    entry, allowed = table[spec.op]
+    if spec.entry.removeprefix("::") != entry:
+        raise click.BadParameter(f"{text!r}: op {spec.op} has entry {entry}, not {spec.entry}", param_hint="--spec")
+    given = dict(spec.template_args)
+    for key, value in given.items():
+        if key not in allowed:
+            raise click.BadParameter(f"{text!r}: {spec.op} has no template key {key!r}; allowed keys: "
+                                     f"{', '.join(allowed)}", param_hint="--spec")
+        ok = allowed[key]
+        if (value not in ok) or isinstance(value, bool) != isinstance(ok[0], bool):
+            raise click.BadParameter(f"{text!r}: {spec.op} {key}={_show(value)} is not allowed; allowed: "
+                                     f"{', '.join(map(_show, ok))}", param_hint="--spec")
+    missing = [k for k in allowed if k not in given]
+    if missing:
+        raise click.BadParameter(f"{text!r}: {spec.op} needs {', '.join(f'{k}=...' for k in missing)} (allowed: "
+                                 + "; ".join(f"{k} {', '.join(map(_show, allowed[k]))}" for k in missing) + ")",
+                                 param_hint="--spec")
+
+
 def _parse_value(value: str) -> int | bool | str:
     low = value.lower()
     if low in ("true", "false"):
@@ -60,6 +108,19 @@ def specs_from_config(config_ref: str, ci: bool) -> list:
         for spec in implementations.kernel_specs(case):
             specs.setdefault(spec, None)
     return list(specs)
+
+
+def _default_config() -> str:
+    """What `run` would pick (cpu-small when no GPU is visible), said aloud: a CPU build machine that
+    prebuilds for a GPU node must name the config (`build default`)."""
+    from hisparse.bench.backends import resolve_name  # noqa: PLC0415
+    from hisparse.bench.session import default_config  # noqa: PLC0415
+
+    name = default_config(resolve_name("auto"))
+    if name != "default":
+        click.echo(f"No GPU visible: building the kernels of configs/{name}.yaml, what `run` would time here "
+                   "(name a config, e.g. `build default`, to prebuild for a GPU node)")
+    return name
 
 
 def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
@@ -85,8 +146,9 @@ def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
                    "still sees csrc/include and csrc/host.")
 def build(config: str | None, ci: bool, jobs: int | None, arch: str | None, spec_texts: tuple[str, ...],
           source_dir: Path | None) -> None:
-    """Compile the CUDA kernels CONFIG needs (a name under configs/ or a YAML path; default "default",
-    or only the --spec instantiations when given without CONFIG). No GPU needed.
+    """Compile the CUDA kernels CONFIG needs (a name under configs/ or a YAML path; default: what `run`
+    picks, "default" on a GPU and "cpu-small" without one; only the --spec instantiations when given
+    without CONFIG). No GPU needed.
 
     Prints one row per module (seconds, built or cached) and exits 1 if any build fails, with nvcc's
     output. Modules go to HISPARSE_CACHE_DIR/<sm_XX>/ (copy that to an offline GPU node).
@@ -99,8 +161,10 @@ def build(config: str | None, ci: bool, jobs: int | None, arch: str | None, spec
     except ConfigError as e:
         raise click.BadParameter(str(e), param_hint="--arch") from e
     specs = [parse_spec(t, source_dir) for t in spec_texts]
+    for spec, spec_text in zip(specs, spec_texts):
+        check_spec(spec, spec_text)
     if config is not None or not specs:
-        config = config if config is not None else "default"
+        config = config if config is not None else _default_config()
         try:
             specs += [s for s in specs_from_config(config, ci) if s not in specs]
         except HisparseError as e:

@@ -5,15 +5,21 @@ import click
 
 
 @click.command("list")
-@click.argument("config", required=False, default="default")
+@click.argument("config", required=False)
 @click.option("--ci", is_flag=True, help="Use the config's reduced CI grid.")
 @click.option("--filter", "filters", multiple=True, metavar="EXPR", help="Keep only matching cases (repeatable).")
-def list_cases(config: str, ci: bool, filters: tuple[str, ...]) -> None:
-    """List the cases of CONFIG (a name under configs/ or a YAML path)."""
+def list_cases(config: str | None, ci: bool, filters: tuple[str, ...]) -> None:
+    """List the cases of CONFIG (a name under configs/ or a YAML path; default: what `run` picks,
+    "default" on a GPU and "cpu-small" without one)."""
+    from hisparse.bench.backends import resolve_name
     from hisparse.bench.config import load_config
+    from hisparse.bench.session import default_config
     from hisparse.errors import HisparseError
     from hisparse.render import text
 
+    if config is None:
+        config = default_config(resolve_name("auto"))
+        click.echo(f"config {config} (what `run` picks here; name one to list another)")
     try:
         expansion = load_config(config).expand(ci=ci, filters=tuple(filters))
     except HisparseError as e:

@@ -2,25 +2,15 @@
 case, print the summary table, and draw the plots."""
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
-from hisparse import env
-
 
 class _UsageFailure(click.ClickException):
     exit_code = 2
-
-
-def default_out_dir() -> Path:
-    return (env.REPO_ROOT or Path.cwd()) / "results" / "runs"
-
-
-def _out_path(out: str | None, run_id: str) -> Path:
-    if out is not None and out.endswith(".json"):
-        return Path(out)
-    return (Path(out) if out is not None else default_out_dir()) / f"{run_id}.json"
 
 
 @click.command("run")
@@ -29,7 +19,9 @@ def _out_path(out: str | None, run_id: str) -> Path:
 @click.option("--filter", "filters", multiple=True, metavar="EXPR",
               help="Keep only matching cases (repeatable; syntax of `hisparse-bench list`).")
 @click.option("--out", type=click.Path(), default=None,
-              help="Output directory (default results/runs) or a .json file path.")
+              help="Output directory or a .json file path (default: results/runs on a GPU, the git-ignored "
+                   "results/local on the reference backend).")
+@click.option("--force", is_flag=True, help="Overwrite an existing run file (otherwise refused).")
 @click.option("--resume", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Continue an interrupted run file: its finished cases are skipped.")
 @click.option("--backend", "backend_name", type=click.Choice(["auto", "cuda", "reference"]), default="auto",
@@ -39,95 +31,92 @@ def _out_path(out: str | None, run_id: str) -> Path:
               help="Then time every case again in N-1 fresh processes (`hisparse-bench retime`), samples pooled: "
                    "for effects fixed per process that rounds cannot average.")
 @click.pass_context
-def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ...], out: str | None,
+def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ...], out: str | None, force: bool,
         resume: str | None, backend_name: str, plots: bool, processes: int) -> None:
     """Run the sweep CONFIG (a name under configs/ or a YAML path; default "default", or
-    "cpu-small" when no GPU is available)."""
-    from datetime import datetime, timezone
+    "cpu-small" when no GPU is available).
 
-    from hisparse.bench import measure
-    from hisparse.results import metadata
-    from hisparse.results import model as results
-    from hisparse.bench.backends import get_backend, resolve_name
-    from hisparse.bench.config import load_config
+    Exit status: 0 when every case passed, 1 when one failed, 2 on a usage error (also: nothing to
+    time, or the run file exists), 130 when interrupted."""
+    from hisparse.bench import session as sweep
     from hisparse.errors import HisparseError
-    from hisparse.bench.floors import PinnedBandwidth, measure_pinned_h2d
     from hisparse.render import text
 
     if resume is not None and processes > 1:
         raise _UsageFailure("--processes cannot be combined with --resume (it would retime the finished cases "
                             "again): resume, then run `hisparse-bench retime FILE` once per missing process")
+    request = sweep.RunRequest(config=config, ci=ci, filters=filters, out=out, resume=resume,
+                               backend=backend_name, force=force)
     try:
-        resolved = resolve_name(backend_name)
-        backend = get_backend(resolved)
+        session = sweep.prepare(request, say=click.echo)
     except HisparseError as e:
         raise _UsageFailure(str(e)) from e
-    if config is None:
-        config = "default" if resolved == "cuda" else "cpu-small"
-        if resolved == "reference":
-            click.echo("No GPU available: running configs/cpu-small.yaml on the PyTorch reference backend.")
-    if resolved == "reference":
-        click.echo(text.REFERENCE_NOTE)
-
+    _announce(session)
     try:
-        cfg = load_config(config)
-        expansion = cfg.expand(ci=ci, filters=tuple(filters))
-    except HisparseError as e:
-        raise _UsageFailure(str(e)) from e
-    cases = list(expansion.cases)
-    environment = metadata.collect_environment(backend.device)
-
-    if resume is not None:
-        try:
-            writer = results.RunWriter.resume(resume, config_hash=cfg.config_hash, backend=backend.name,
-                                              environment=environment)
-        except HisparseError as e:
-            raise _UsageFailure(str(e)) from e
-        old = writer.record.config
-        if bool(old.get("ci")) != ci or list(old.get("filters") or []) != list(filters):
-            raise _UsageFailure(f"{resume}: cannot resume: it was run with --ci={old.get('ci')} and filters "
-                                f"{old.get('filters')}, not --ci={ci} and {list(filters)}")
-        pinned = PinnedBandwidth.from_dict(writer.record.floors)
-        left = len([c for c in cases if c.case_id not in writer.done_ids])
-        click.echo(f"Resuming {resume}: {len(cases) - left} case(s) done, {left} to run.")
-    else:
-        created = datetime.now(timezone.utc)
-        run_id = results.make_run_id(created, environment.get("git_commit"), cfg.name)
-        if backend.is_kernel:
-            click.echo("Measuring pinned host->device bandwidth ...")
-        pinned = measure_pinned_h2d(backend.device)
-        record = results.RunRecord(
-            run_id=run_id, created=results.utc_iso(created), backend=backend.name,
-            config={"name": cfg.name, "path": str(getattr(cfg, "path", None) or config), "hash": cfg.config_hash,
-                    "ci": ci, "filters": list(filters),
-                    "pruned": [{"case_id": p.case_id, "reason": p.reason} for p in expansion.pruned]},
-            environment=environment, floors=pinned.to_dict(),
-        )
-        writer = results.RunWriter.create(_out_path(out, run_id), record)
-
-    click.echo(f"{len(cases)} case(s), {len(expansion.pruned)} pruned; writing {writer.path}")
-    try:
-        with click.progressbar(cases, label="cases", show_pos=True,
-                               item_show_func=lambda c: c.case_id if c is not None else "") as bar:
-            for _case, _result in measure.run_sweep(bar, backend, writer, floors=pinned):
-                pass
+        with _progress(len(session.cases)) as on_case:
+            record = sweep.execute(session, on_case=on_case)
     except KeyboardInterrupt:
-        click.echo(f"\nInterrupted. Finished cases are in {writer.path}; continue with --resume {writer.path}",
-                   err=True)
+        path = session.writer.path
+        click.echo(f"\nInterrupted. Finished cases are in {path}; continue with --resume {path}", err=True)
         ctx.exit(130)
-    record = writer.finish()
-    for p in range(1, processes):
-        click.echo(f"process {p + 1} of {processes}: hisparse-bench retime {writer.path}")
-        _retime_in_new_process(writer.path, resolved)
-    if processes > 1:
-        record = results.load_run(writer.path)
-
-    click.echo("")
-    click.echo(text.run_summary(record))
-    click.echo(f"\nrun file: {writer.path}")
+    record = _more_processes(session, record, processes)
+    click.echo("\n" + text.run_summary(record) + f"\n\nrun file: {session.writer.path}")
     if plots:
-        _plots(record, writer.path.with_suffix(""))
+        _plots(record, session.writer.path.with_suffix(""))
     ctx.exit(1 if any(c.status == "failed" for c in record.cases) else 0)
+
+
+def _announce(session) -> None:
+    """What runs where, said before the first case (and a warning when it will take long)."""
+    from hisparse.bench.session import LONG_RUN_S, estimate_reference_s
+    from hisparse.render import text
+
+    if session.backend_name == "reference":
+        if session.config_defaulted:
+            click.echo(f"No GPU available: running configs/{session.config}.yaml on the PyTorch reference backend.")
+        click.echo(text.REFERENCE_NOTE)
+        todo = [c for c in session.cases if c.case_id not in session.writer.done_ids]
+        estimate = estimate_reference_s(todo)
+        if estimate > LONG_RUN_S:
+            click.echo(f"warning: {len(todo)} case(s) on the reference backend: expect about "
+                       f"{_duration(estimate)} (a rough estimate; cpu-small takes seconds)", err=True)
+    if session.resumed:
+        click.echo(f"Resuming {session.writer.path}: {session.resumed_done} case(s) done, {session.to_run} to run.")
+    click.echo(f"{len(session.cases)} case(s), {len(session.expansion.pruned)} pruned; writing {session.writer.path}")
+
+
+@contextmanager
+def _progress(total: int):
+    """A bar on a terminal; elsewhere (CI, Slurm, nohup, a pipe) a bar shows nothing until the end,
+    so one line per finished case instead. The bar is closed on an interrupt too (it hides the cursor)."""
+    if not sys.stdout.isatty():
+        yield _line
+        return
+    with click.progressbar(length=total, label="cases", show_pos=True, show_eta=True,
+                           item_show_func=lambda case_id: case_id or "") as bar:
+        yield lambda p: bar.update(1, p.case_id)
+
+
+def _line(p) -> None:
+    from hisparse.render.text import us
+
+    what = f"{us(p.median_us)} us/call" if p.median_us is not None else p.status.upper()
+    eta = f", ETA {_duration(p.eta_s)}" if p.eta_s is not None and p.index < p.total else ""
+    click.echo(f"[{p.index}/{p.total}] {p.case_id}  {what}  (elapsed {_duration(p.elapsed_s)}{eta})")
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _more_processes(session, record, processes: int):
+    from hisparse.results.model import load_run
+
+    for p in range(1, processes):
+        click.echo(f"process {p + 1} of {processes}: hisparse-bench retime {session.writer.path}")
+        _retime_in_new_process(session.writer.path, session.backend_name)
+    return load_run(session.writer.path) if processes > 1 else record
 
 
 def _retime_in_new_process(path: Path, backend: str) -> None:

@@ -1,0 +1,190 @@
+"""`hisparse-bench run` on the reference backend: it never overwrites a run file, refuses a sweep with
+nothing to time, puts CPU runs in a git-ignored folder, reports one line per case off a terminal,
+warns before a long reference run, and prints no meaningless floor columns (issue 14)."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hisparse import env
+from hisparse.bench import backends, session
+from hisparse.cli import main
+from hisparse.results.model import load_run
+
+REPO = Path(__file__).resolve().parents[2]
+
+TWO = """\
+name: two
+axes:
+  implementation: [lru_sequential, multi_step]
+  workload: distinct
+  batch: 1
+  steps: 2
+  top_k: 16
+  hot_buffer_size: 64
+  item_size_bytes: 64
+  pdl: on
+timing: {warmup_calls: 1, calls_per_graph: 2, replays: 10, l2_flush: false, check_calls: 1}
+"""
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, ["run", *args, "--backend", "reference", "--no-plots"])
+
+
+@pytest.fixture
+def two(tmp_path):
+    cfg = tmp_path / "two.yaml"
+    cfg.write_text(TWO)
+    return cfg
+
+
+def test_existing_run_file_is_never_overwritten(two, tmp_path):
+    out = tmp_path / "run.json"
+    first = run(str(two), "--out", str(out))
+    assert first.exit_code == 0, first.output
+    before = out.read_bytes()
+    assert len(load_run(out).cases) == 2
+
+    again = run(str(two), "--out", str(out), "--filter", "multi_step")
+    assert again.exit_code == 2, again.output
+    assert str(out) in again.output and "refusing to overwrite" in again.output
+    for way_out in (f"--resume {out}", "new name", "--force"):
+        assert way_out in again.output
+    assert out.read_bytes() == before  # not touched
+
+    forced = run(str(two), "--out", str(out), "--filter", "multi_step", "--force")
+    assert forced.exit_code == 0, forced.output
+    assert load_run(out).case_ids() == ["multi_step/distinct/b1/s2/k16/h64/i64/pdl1"]
+
+
+def test_filter_matching_nothing_exits_2_and_writes_no_file(two, tmp_path):
+    out = tmp_path / "runs"
+    result = run(str(two), "--out", str(out), "--filter", "batch=7")
+    assert result.exit_code == 2, result.output
+    assert "nothing to time" in result.output and "batch=7" in result.output and "none of its 2" in result.output
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_all_pruned_exits_2_and_writes_no_file(tmp_path):
+    cfg = tmp_path / "pruned.yaml"
+    cfg.write_text(TWO.replace("top_k: 16", "top_k: 128"))  # top_k > hot_buffer_size: every case pruned
+    out = tmp_path / "runs"
+    result = run(str(cfg), "--out", str(out))
+    assert result.exit_code == 2, result.output
+    assert "nothing to time" in result.output and "all 2 combination(s) are pruned" in result.output
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_steps_out_of_range_is_a_config_error_naming_the_key(tmp_path):
+    cfg = tmp_path / "five.yaml"
+    cfg.write_text(TWO.replace("steps: 2", "steps: 5"))
+    result = run(str(cfg), "--out", str(tmp_path / "runs"))
+    assert result.exit_code == 2, result.output
+    assert "axes.steps" in result.output and "[1, 4]" in result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_one_line_per_case_when_stdout_is_not_a_terminal(two, tmp_path):
+    result = run(str(two), "--out", str(tmp_path / "runs"))
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("[")]
+    assert len(lines) == 2, result.output
+    first = re.fullmatch(r"\[1/2\] lru_sequential/distinct/b1/s2/k16/h64/i64/pdl0  [\d,.]+ us/call  "
+                         r"\(elapsed \d+:\d\d, ETA \d+:\d\d\)", lines[0])
+    last = re.fullmatch(r"\[2/2\] multi_step/distinct/b1/s2/k16/h64/i64/pdl1  [\d,.]+ us/call  "
+                        r"\(elapsed \d+:\d\d\)", lines[1])
+    assert first and last, lines
+
+
+def test_long_reference_run_is_announced(two, tmp_path, monkeypatch):
+    monkeypatch.setattr(session, "LONG_RUN_S", 0.0)  # any run is "long": the message itself
+    result = run(str(two), "--out", str(tmp_path / "runs"))
+    assert result.exit_code == 0, result.output
+    assert re.search(r"warning: 2 case\(s\) on the reference backend: expect about \d+:\d\d", result.output)
+
+
+def test_reference_estimate_tells_the_default_sweep_from_the_small_one():
+    """The full sweep took ~41 min on the reference backend of a 2-core machine; cpu-small ~10 s."""
+    from hisparse.bench.config import load_config
+
+    full = session.estimate_reference_s(list(load_config("default").expand()))
+    small = session.estimate_reference_s(list(load_config("cpu-small").expand()))
+    assert 20 * 60 < full < 80 * 60
+    assert small < 60 < session.LONG_RUN_S < full
+
+
+def test_reference_run_defaults_to_a_git_ignored_folder(monkeypatch, tmp_path):
+    if backends.resolve_name("auto") == "cuda":
+        pytest.skip("a GPU is visible: auto would pick the cuda backend")
+    monkeypatch.setattr(env, "REPO_ROOT", tmp_path)
+    result = CliRunner().invoke(main, ["run", "--no-plots", "--filter", "multi_step/distinct/b1/"])
+    assert result.exit_code == 0, result.output
+    (path,) = (tmp_path / "results" / "local").glob("*.json")
+    assert load_run(path).config["name"] == "cpu-small"
+    assert not (tmp_path / "results" / "runs").exists()
+    assert session.default_out_dir("cuda") == tmp_path / "results" / "runs"
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs the git checkout")
+def test_gitignore_hides_local_runs_but_not_the_committed_history():
+    def ignored(rel: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", rel], cwd=REPO).returncode == 0
+
+    assert ignored("results/local/20261201-000000_abc_cpu-small.json")
+    assert not ignored("results/runs/20261201-000000_abc_default.json")
+
+
+def test_reference_table_prints_no_floor_ratios_or_bandwidth(two, tmp_path):
+    result = run(str(two), "--out", str(tmp_path / "r.json"))
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if line.startswith("| case"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    row = next(line for line in result.output.splitlines() if line.startswith("| multi_step/"))
+    cells = dict(zip(cols, (c.strip() for c in row.strip("|").split("|"))))
+    assert cells["/PCIe floor"] == cells["/gather floor"] == cells["GB/s"] == "-"
+    assert cells["speedup vs LRU"].endswith("x")  # a reference-vs-reference ratio still means something
+    # the run file keeps the raw numbers: only the display drops them
+    assert load_run(tmp_path / "r.json").case("multi_step/distinct/b1/s2/k16/h64/i64/pdl1").derived[
+        "over_gather_floor"] > 0
+
+
+def test_list_without_config_lists_what_run_picks():
+    if backends.resolve_name("auto") == "cuda":
+        pytest.skip("a GPU is visible: the default config is the full one")
+    result = CliRunner().invoke(main, ["list"])
+    assert result.exit_code == 0, result.output
+    assert "config cpu-small" in result.output and "12 case(s)" in result.output
+
+
+def test_interrupt_keeps_finished_cases_and_resume_finishes(two, tmp_path, monkeypatch):
+    from hisparse.bench import measure
+
+    real = measure.run_case
+    calls = []
+
+    def second_interrupts(case, backend, **kw):
+        calls.append(case.case_id)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(case, backend, **kw)
+
+    real_sweep = measure.run_sweep
+    monkeypatch.setattr(measure, "run_sweep", lambda *a, **kw: real_sweep(*a, run=second_interrupts, **kw))
+    out = tmp_path / "run.json"
+    result = run(str(two), "--out", str(out))
+    assert result.exit_code == 130, result.output
+    assert f"continue with --resume {out}" in result.output
+    assert load_run(out).case_ids() == ["lru_sequential/distinct/b1/s2/k16/h64/i64/pdl0"]
+    assert load_run(out).finished is None
+
+    monkeypatch.setattr(measure, "run_sweep", real_sweep)
+    resumed = run(str(two), "--resume", str(out))
+    assert resumed.exit_code == 0, resumed.output
+    assert "1 case(s) done, 1 to run" in resumed.output
+    assert len(load_run(out).cases) == 2 and load_run(out).finished is not None
