@@ -12,7 +12,13 @@ from click.testing import CliRunner
 from _regression_data import T0, fake_commit, make_run, write_run
 from _regression_data import git as _git
 from hisparse.cli import main as cli_main
-from hisparse.render.dashboard import build_site
+from hisparse.render.dashboard import build_site as _build
+from hisparse.track.series import load_history
+
+
+def build_site(results, out, *, repo=None, machine=None, make_plots=True):
+    """What the CLI does: track detects, render draws."""
+    return _build(load_history(results, repo=repo, machine=machine), out, make_plots=make_plots)
 
 EXTERNAL = re.compile(rb"(?i)https?://|(?:src|href)\s*=\s*[\"']//")
 
@@ -78,7 +84,7 @@ def test_site_pages_have_data_and_no_external_urls(five_commits, tmp_path):
     site = build_site(five_commits, out, make_plots=False)
     assert {p.name for p in out.iterdir()} >= {"index.html", "regressions.html", "commits.html", "bench", "commit"}
     assert len(list((out / "commit").glob("*.html"))) == 5
-    assert len(list((out / "bench").glob("*.html"))) == 2 == len(site.series)
+    assert len(list((out / "bench").glob("*.html"))) == 2 == len(site.tracked)
 
     index = Page((out / "index.html").read_text())
     sparks = [s for s in index.svgs if s["class"] == "spark"]
@@ -137,7 +143,8 @@ def test_regression_change_point_on_trend_and_regressions_page(tmp_path):
                                     {"multi_step": level, "lru_sequential": 300.0}, seed=i))
     out = tmp_path / "site"
     site = build_site(results, out, make_plots=False)
-    ((series, change),) = site.regressions
+    ((tracked, change),) = site.regressions
+    series = tracked.series
     assert series.case_id.startswith("multi_step/") and series.points[change.index].commit == fake_commit(8)
     assert change.change == pytest.approx(0.15, abs=0.01)
     bench_page = next(p for p in (out / "bench").iterdir() if "multi_step" in p.name)
@@ -145,8 +152,8 @@ def test_regression_change_point_on_trend_and_regressions_page(tmp_path):
     assert [s["changes"] for s in bench.svgs if s["class"] == "trend"] == [1]
     reg = Page((out / "regressions.html").read_text())
     row = next(r for r in reg.rows if r and r[0].startswith("multi_step/"))
-    assert row[2] == fake_commit(8)[:12]
-    assert float(row[5].rstrip("%")) == pytest.approx(15.0, abs=1.0)
+    assert row[1:4] == ["h200-sxm", "cuda", fake_commit(8)[:12]]
+    assert float(row[6].rstrip("%")) == pytest.approx(15.0, abs=1.0)
 
 
 def test_commits_ordered_by_git_date_not_run_time(tmp_path):
@@ -163,9 +170,9 @@ def test_commits_ordered_by_git_date_not_run_time(tmp_path):
     for k, c in enumerate(reversed(commits)):  # ... but measured newest first
         write_run(results, make_run(c, T0 + timedelta(days=k), {"multi_step": 100.0, "lru_sequential": 300.0}))
     site = build_site(results, tmp_path / "site", repo=repo, make_plots=False)
-    assert [p.commit for p in site.series[0].points] == commits
+    assert [p.commit for p in site.tracked[0].series.points] == commits
     site = build_site(results, tmp_path / "site2", repo=None, make_plots=False)  # no git: run created time
-    assert [p.commit for p in site.series[0].points] == list(reversed(commits))
+    assert [p.commit for p in site.tracked[0].series.points] == list(reversed(commits))
 
 
 def test_cli_dashboard(five_commits, tmp_path):

@@ -21,6 +21,7 @@ import pytest
 
 from _regression_data import T0, fake_commit, make_run, write_run
 from hisparse.render.dashboard import build_site
+from hisparse.track.series import load_history
 
 BROWSER = os.environ.get("HISPARSE_CHROMIUM") or next(
     (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
@@ -63,7 +64,7 @@ def site(tmp_path_factory):
         plots.mkdir()
         (plots / "latency_vs_batch.png").write_bytes(PNG_1X1)
     out = tmp / "site"
-    build_site(results, out, make_plots=False)
+    build_site(load_history(results), out, make_plots=False)
     return tmp, out
 
 

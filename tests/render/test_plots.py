@@ -51,8 +51,8 @@ def _assert_png(path: Path):
 def test_all_figures_are_written(tmp_path):
     paths = plots.plot_run(_full_run(), tmp_path / "figs")
     names = sorted(p.name for p in paths)
-    assert names == ["floor_fraction.png", "hot_buffer_size.png", "latency_vs_batch.png", "pdl.png",
-                     "speedup_vs_batch.png"]
+    assert names == ["hot_buffer_size.png", "latency_vs_batch.png", "pdl.png", "speedup_vs_batch.png",
+                     "throughput_vs_batch.png"]
     for p in paths:
         _assert_png(p)
 
@@ -61,7 +61,7 @@ def test_figures_without_data_are_skipped(tmp_path):
     run = _run([_case("lru_sequential", "distinct", b, False) for b in (1, 2)], backend="reference")
     names = sorted(p.name for p in plots.plot_run(run, tmp_path))
     # no multi-step (no speedup), no PDL pairs, one hot size
-    assert names == ["floor_fraction.png", "latency_vs_batch.png"]
+    assert names == ["latency_vs_batch.png", "throughput_vs_batch.png"]
 
 
 def test_run_without_timed_cases_gives_no_figures(tmp_path):
