@@ -153,11 +153,14 @@ def _style_lines(lines: list[Line], variant_keys: list[str]) -> None:
 
     variants = sorted({tuple(_hashable(ln.params.get(k)) for k in variant_keys) for ln in lines},
                       key=lambda t: tuple(order(v) for v in t))
+    rank = {}
     for ln in lines:
         v = tuple(_hashable(ln.params.get(k)) for k in variant_keys)
-        ln.linestyle = _LINESTYLES[variants.index(v) % len(_LINESTYLES)]
+        rank[id(ln)] = variants.index(v)
+        ln.linestyle = _LINESTYLES[rank[id(ln)] % len(_LINESTYLES)]
         words = [_short(k, ln.params.get(k)) for k in variant_keys if k in ln.params]
         ln.label = " · ".join([ln.impl, *words])
+    lines.sort(key=lambda ln: (ln.impl, rank[id(ln)]))  # the legend reads implementation by implementation
 
 
 def _log2_axis(ax, xs: set) -> None:
@@ -186,14 +189,39 @@ _RC = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.label
 def _figure(plt, n: int):
     cols = min(n, 2)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.5 * rows), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
 
 
+_MAX_LEGEND_COLUMNS = 4
+
+
+def _legend_columns(handles: dict[str, Any]) -> tuple[list, list[str], int]:
+    """Legend entries laid out one column per implementation (the reference lines first), padded
+    with blank entries: matplotlib fills columns top to bottom, so a column reads as one group."""
+    from matplotlib.container import ErrorbarContainer  # noqa: PLC0415
+    from matplotlib.patches import Patch  # noqa: PLC0415
+
+    groups: dict[str, list[tuple[Any, str]]] = {}
+    for label, h in handles.items():
+        line = h[0] if isinstance(h, ErrorbarContainer) else h
+        groups.setdefault(line.get_gid() or "", []).append((h, label))
+    cols = [groups.pop("")] if "" in groups else []
+    cols += list(groups.values())
+    height = max(len(c) for c in cols)
+    out_h, out_l = [], []
+    for col in cols:
+        col = col + [(Patch(visible=False), "")] * (height - len(col))
+        out_h += [h for h, _ in col]
+        out_l += [label for _, label in col]
+    return out_h, out_l, len(cols)
+
+
 def _save(fig, path: Path, title: str) -> Path:
-    """Title on top, one legend for the whole figure underneath (styles mean the same in every panel)."""
+    """Title on top, one legend for the whole figure (styles mean the same in every panel): below
+    the panels, a column per implementation; beside them, in one column, when that would be too wide."""
     handles: dict[str, Any] = {}
     for ax in fig.axes:
         for h, label in zip(*ax.get_legend_handles_labels()):
@@ -201,10 +229,14 @@ def _save(fig, path: Path, title: str) -> Path:
     fig.suptitle(title, fontsize=12)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     if handles:
-        fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                   ncol=min(3, len(handles)), frameon=False)
+        hs, labels, ncol = _legend_columns(handles)
+        if ncol <= _MAX_LEGEND_COLUMNS:
+            fig.legend(hs, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol, frameon=False)
+        else:
+            fig.legend(handles.values(), handles.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5),
+                       frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")  # grows the canvas to hold the legend below
+    fig.savefig(path, dpi=150, bbox_inches="tight")  # grows the canvas to hold the legend
     return path
 
 
@@ -240,7 +272,7 @@ def _draw_line(ax, ln: Line, fig_spec: Figure) -> None:
     pts = [(x, fig_spec.y_of(c), c) for x, c in ln.points if fig_spec.y_of(c) is not None]
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
     st = impl_style(ln.impl)
-    kw = dict(color=st.color, marker=st.marker, linestyle=ln.linestyle, label=ln.label,
+    kw = dict(color=st.color, marker=st.marker, linestyle=ln.linestyle, label=ln.label, gid=ln.impl,
               markerfacecolor="white" if st.hollow else st.color, markeredgecolor=st.color, markeredgewidth=1.4)
     if fig_spec.errors:
         lo = [y - p[2].stats["q1_us"] for y, p in zip(ys, pts)]
