@@ -30,13 +30,16 @@ def dashboard(ctx: click.Context, results_dir: str, out_dir: str, repo: str, mac
     """Write the dashboard: benchmarks with sparklines, a trend page per benchmark (median, IQR band,
     change points), a page per commit (summary table and plots), and the regressions page."""
     from hisparse.render.dashboard import build_site
+    from hisparse.track.series import load_history
 
-    site = build_site(results_dir, out_dir, repo=_git_repo(repo), machine=machine, make_plots=make_plots)
-    for path, reason in site.skipped:
+    # track detects the change points, render only draws them
+    history = load_history(results_dir, repo=_git_repo(repo), machine=machine)
+    site = build_site(history, out_dir, make_plots=make_plots)
+    for path, reason in history.skipped:
         click.echo(f"skipped {path}: {reason}", err=True)
-    regressions = site.regressions
-    for series, c in regressions:
-        click.echo(f"regression: {series.key} at {series.points[c.index].commit[:12]}: "
+    regressions = history.regressions
+    for t, c in regressions:
+        click.echo(f"regression: {t.key} at {t.series.points[c.index].commit[:12]}: "
                    f"{c.before_median:.4g} -> {c.after_median:.4g} us ({c.change * 100:+.2f}%)")
-    click.echo(f"{len(site.series)} benchmark(s), {len(site.pages)} page(s): {Path(out_dir) / 'index.html'}")
+    click.echo(f"{len(history.tracked)} benchmark(s), {len(site.pages)} page(s): {Path(out_dir) / 'index.html'}")
     ctx.exit(1 if fail_on_regression and regressions else 0)

@@ -10,6 +10,9 @@ medians), ``bench/<slug>.html`` (trend: median line, IQR band, change points, ho
 table of commit, date, median, IQR, n), ``commit/<hash>.html`` (that commit's runs: summary table and
 the engine's plots), ``regressions.html`` (detected regressions and failed cases). Commits are ordered
 by git committer date, or by the run's created time where git does not know the commit.
+
+The dashboard detects nothing: ``build_site`` is handed a ``hisparse.track.series.History`` (every
+series with its change points and floors, ``load_history``) and only draws it.
 """
 from __future__ import annotations
 
@@ -25,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hisparse import stats
-from hisparse.track import changepoint
-from hisparse.track.history import CommitPoint, RunFile, Series, build_series, order_commits, scan_runs
+from hisparse.render.plots import impl_style
 from hisparse.render.text import modes_text
+from hisparse.track.history import CommitPoint, RunFile
+from hisparse.track.series import REGRESSION, ChangePoint, History, TrackedSeries
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232b;background:#fafbfc}
@@ -54,16 +58,25 @@ class Site:
     """What ``build_site`` wrote and found (the CLI prints it)."""
 
     out_dir: Path
+    history: History
     pages: list[Path] = field(default_factory=list)
-    series: list[Series] = field(default_factory=list)
-    changes: dict[str, list[changepoint.ChangePoint]] = field(default_factory=dict)  # series key -> points
-    skipped: list[tuple[Path, str]] = field(default_factory=list)  # unreadable result files
-    notes: list[str] = field(default_factory=list)
 
     @property
-    def regressions(self) -> list[tuple[Series, changepoint.ChangePoint]]:
-        by_key = {s.key: s for s in self.series}
-        return [(by_key[k], c) for k, cs in self.changes.items() for c in cs if c.kind == changepoint.REGRESSION]
+    def tracked(self) -> list[TrackedSeries]:
+        return self.history.tracked
+
+    @property
+    def skipped(self) -> list[tuple[Path, str]]:
+        return self.history.skipped
+
+    @property
+    def regressions(self) -> list[tuple[TrackedSeries, ChangePoint]]:
+        return self.history.regressions
+
+
+def natural_key(text: str) -> list:
+    """"b2" before "b16": digit runs compare as numbers (re.split alternates str, int, str...)."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
 def slug(text: str) -> str:
@@ -114,55 +127,146 @@ def sparkline(values: Sequence[float | None], width: int = 140, height: int = 30
             f'<polyline points="{line}" fill="none" stroke="#2f6fd0" stroke-width="1.2"/>{dots}</svg>')
 
 
-def trend_chart(series: Series, changes: Sequence[changepoint.ChangePoint], width: int = 900,
-                height: int = 320) -> str:
-    """Median per commit (line + points with hover titles), IQR band, change points, failed commits."""
-    pts = series.points
+@dataclass(frozen=True)
+class _Frame:
+    """The plot area of a chart: x by point index, y in us."""
+
+    width: int
+    height: int
+    n: int
+    lo: float
+    hi: float
+    left: int = 70
+    right: int = 20
+    top: int = 14
+    bottom: int = 60
+
+    def x(self, i: float) -> float:
+        return _scale(0, max(self.n - 1, 1), self.left, self.width - self.right)(i)
+
+    def y(self, v: float) -> float:
+        return _scale(self.lo, self.hi, self.height - self.bottom, self.top)(v)
+
+    def axes(self, css_class: str, commits: Sequence[str]) -> list[str]:
+        w, h = self.width, self.height
+        parts = [f'<svg class="{css_class}" width="{w}" height="{h}" viewBox="0 0 {w} {h}">',
+                 f'<rect x="{self.left}" y="{self.top}" width="{w - self.left - self.right}" '
+                 f'height="{h - self.top - self.bottom}" fill="#fff" stroke="#d5dae0"/>']
+        for k in range(5):
+            v = self.lo + (self.hi - self.lo) * k / 4
+            parts.append(f'<line x1="{self.left}" x2="{w - self.right}" y1="{self.y(v):.1f}" y2="{self.y(v):.1f}" '
+                         f'stroke="#eef1f4"/><text x="{self.left - 6}" y="{self.y(v) + 4:.1f}" '
+                         f'text-anchor="end">{E(fmt_us(v))}</text>')
+        step = max(1, math.ceil(len(commits) / 24))
+        for i, c in enumerate(commits):
+            if i % step == 0:
+                xi, yb = self.x(i), h - self.bottom + 14
+                parts.append(f'<text x="{xi:.1f}" y="{yb}" text-anchor="end" '
+                             f'transform="rotate(-40 {xi:.1f} {yb})">{E(c[:8])}</text>')
+        return parts
+
+    def floor(self, floors: Sequence[float | None]) -> str:
+        """The PCIe floor per commit: a dashed grey line (time the bytes need at pinned-copy speed)."""
+        pts = [(i, f) for i, f in enumerate(floors) if f]
+        if not pts:
+            return ""
+        line = " ".join(f"{self.x(i):.1f},{self.y(f):.1f}" for i, f in pts)
+        return (f'<polyline class="floor" points="{line}" fill="none" stroke="#8a939e" stroke-dasharray="6,4" '
+                f'stroke-width="1.3"><title>PCIe floor {E(fmt_us(pts[-1][1]))}</title></polyline>'
+                f'<text x="{self.x(pts[-1][0]) - 4:.1f}" y="{self.y(pts[-1][1]) - 5:.1f}" text-anchor="end" '
+                f'fill="#6b7785">PCIe floor</text>')
+
+
+def _frame(values: Sequence[float], n: int, width: int, height: int) -> _Frame:
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.08 or abs(hi) * 0.01 or 1.0
+    return _Frame(width, height, n, lo - pad, hi + pad)
+
+
+def _point_title(p: CommitPoint, m: float, q1: float, q3: float, prefix: str = "") -> str:
+    return (f"{prefix}{p.commit[:12]}  {p.date:%Y-%m-%d %H:%M}  median {fmt_us(m)}  IQR {fmt_us(q1)}..{fmt_us(q3)}  "
+            f"n={len(p.samples_us)}")
+
+
+def trend_chart(t: TrackedSeries, width: int = 900, height: int = 320) -> str:
+    """Median per commit (line + points with hover titles), IQR band, PCIe floor, change points, failed commits."""
+    pts = t.series.points
     rows = [(i, p, stats.median(p.samples_us), *_quartiles(p.samples_us)) for i, p in enumerate(pts) if p.ok]
-    left, right, top, bottom = 70, 20, 14, 60
     if not rows:
         return f'<svg class="trend" width="{width}" height="{height}"><text x="20" y="40">no data</text></svg>'
-    lo, hi = min(r[3] for r in rows), max(r[4] for r in rows)
-    pad = (hi - lo) * 0.08 or abs(hi) * 0.01 or 1.0
-    x = _scale(0, max(len(pts) - 1, 1), left, width - right)
-    y = _scale(lo - pad, hi + pad, height - bottom, top)
-    parts = [f'<svg class="trend" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
-             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
-             'fill="#fff" stroke="#d5dae0"/>']
-    for k in range(5):
-        v = lo - pad + (hi - lo + 2 * pad) * k / 4
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eef1f4"/>'
-                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{E(fmt_us(v))}</text>')
+    floors = [f for f in t.floor_us if f]
+    fr = _frame([r[3] for r in rows] + [r[4] for r in rows] + floors, len(pts), width, height)
+    x, y = fr.x, fr.y
+    parts = fr.axes("trend", [p.commit for p in pts])
     band = ([f"{x(i):.1f},{y(q3):.1f}" for i, _, _, _, q3 in rows]
             + [f"{x(i):.1f},{y(q1):.1f}" for i, _, _, q1, _ in reversed(rows)])
     parts.append(f'<polygon class="iqr" points="{" ".join(band)}" fill="#2f6fd0" fill-opacity="0.15" stroke="none"/>')
+    parts.append(fr.floor(t.floor_us))
     parts.append('<polyline class="median" points="%s" fill="none" stroke="#2f6fd0" stroke-width="1.6"/>'
                  % " ".join(f"{x(i):.1f},{y(m):.1f}" for i, _, m, _, _ in rows))
-    for c in changes:
+    for c in t.changes:
         xc = (x(c.index - 1) + x(c.index)) / 2
-        color = "#b3261e" if c.kind == changepoint.REGRESSION else "#1a7f37"
-        parts.append(f'<line class="change" x1="{xc:.1f}" x2="{xc:.1f}" y1="{top}" y2="{height - bottom}" '
+        color = "#b3261e" if c.kind == REGRESSION else "#1a7f37"
+        parts.append(f'<line class="change" x1="{xc:.1f}" x2="{xc:.1f}" y1="{fr.top}" y2="{height - fr.bottom}" '
                      f'stroke="{color}" stroke-dasharray="5,3" stroke-width="1.5">'
-                     f'<title>{E(_change_text(series, c))}</title></line>')
-    step = max(1, math.ceil(len(pts) / 24))
+                     f'<title>{E(_change_text(t, c))}</title></line>')
     for i, p in enumerate(pts):
-        if i % step == 0:
-            parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 14}" text-anchor="end" '
-                         f'transform="rotate(-40 {x(i):.1f} {height - bottom + 14})">{E(p.commit[:8])}</text>')
         if p.failed and not p.ok:
-            parts.append(f'<text class="failed" x="{x(i):.1f}" y="{height - bottom - 4}" text-anchor="middle" '
+            parts.append(f'<text class="failed" x="{x(i):.1f}" y="{height - fr.bottom - 4}" text-anchor="middle" '
                          f'fill="#b3261e">x<title>{E(p.commit[:12])} failed: {E(p.failed[0])}</title></text>')
     for i, p, m, q1, q3 in rows:
-        title = (f"{p.commit[:12]}  {p.date:%Y-%m-%d %H:%M}  median {fmt_us(m)}  IQR {fmt_us(q1)}..{fmt_us(q3)}  "
-                 f"n={len(p.samples_us)}")
         parts.append(f'<a href="../commit/{E(_commit_slug(p.commit))}.html"><circle class="pt" cx="{x(i):.1f}" '
-                     f'cy="{y(m):.1f}" r="3.5" fill="#2f6fd0"><title>{E(title)}</title></circle></a>')
+                     f'cy="{y(m):.1f}" r="3.5" fill="#2f6fd0"><title>{E(_point_title(p, m, q1, q3))}</title>'
+                     '</circle></a>')
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _change_text(series: Series, c: changepoint.ChangePoint) -> str:
-    commit = series.points[c.index].commit
+def compare_chart(members: Sequence[TrackedSeries], width: int = 900, height: int = 340) -> str:
+    """The implementations that measure one case, one median line each (colour and marker shape per
+    implementation, hollow for the sglang ones), on one commit axis, with the case's PCIe floor."""
+    commits: dict[str, tuple] = {}
+    for t in members:
+        for p in t.series.points:
+            commits.setdefault(p.commit, (p.date, p.commit))
+    order = sorted(commits, key=lambda c: commits[c])
+    at = {c: i for i, c in enumerate(order)}
+    meds = [stats.median(p.samples_us) for t in members for p in t.series.points if p.ok]
+    floor_of = {}  # commit -> floor, from the first member that recorded one there
+    for t in members:
+        for p, f in zip(t.series.points, t.floor_us):
+            if f:
+                floor_of.setdefault(p.commit, f)
+    if not meds:
+        return f'<svg class="compare" width="{width}" height="{height}"><text x="20" y="40">no data</text></svg>'
+    fr = _frame(meds + list(floor_of.values()), len(order), width, height)
+    parts = fr.axes("compare", order)
+    parts.append(fr.floor([floor_of.get(c) for c in order]))
+    for k, t in enumerate(members):
+        impl = str(t.series.params.get("implementation") or t.series.case_id.split("/")[0])
+        style = impl_style(impl)
+        rows = [(at[p.commit], p, stats.median(p.samples_us), *_quartiles(p.samples_us))
+                for p in t.series.points if p.ok]
+        fill = "#fff" if style.hollow else style.color
+        parts.append(f'<polyline class="impl" data-impl="{E(impl)}" points="'
+                     + " ".join(f"{fr.x(i):.1f},{fr.y(m):.1f}" for i, _, m, _, _ in rows)
+                     + f'" fill="none" stroke="{style.color}" stroke-width="1.6"/>')
+        for i, p, m, q1, q3 in rows:
+            parts.append(f'<circle class="pt" cx="{fr.x(i):.1f}" cy="{fr.y(m):.1f}" r="3.5" fill="{fill}" '
+                         f'stroke="{style.color}" stroke-width="1.5"><title>{E(_point_title(p, m, q1, q3, impl + "  "))}'
+                         '</title></circle>')
+        ly = fr.top + 14 + 15 * k
+        lx = width - fr.right - 190
+        parts.append(f'<line x1="{lx}" x2="{lx + 18}" y1="{ly - 4}" y2="{ly - 4}" stroke="{style.color}" '
+                     f'stroke-width="2"/><circle cx="{lx + 9}" cy="{ly - 4}" r="3.5" fill="{fill}" '
+                     f'stroke="{style.color}" stroke-width="1.5"/><text class="legend" x="{lx + 24}" y="{ly}">'
+                     f'{E(impl)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _change_text(t: TrackedSeries, c: ChangePoint) -> str:
+    commit = t.series.points[c.index].commit
     return (f"{c.kind} at {commit[:12]}: {fmt_us(c.before_median)} -> {fmt_us(c.after_median)} "
             f"({c.change * 100:+.2f}%, threshold {c.threshold * 100:.2f}%, p={c.p_value:.3f})")
 
@@ -171,11 +275,16 @@ def _commit_slug(commit: str) -> str:
     return commit[:12] if re.fullmatch(r"[0-9a-f]{7,40}", commit) else slug(commit)
 
 
+def _bench_href(t: TrackedSeries) -> str:
+    return f"bench/{slug(t.key)}.html"
+
+
 # ---------------------------------------------------------------------------------------------
 # Pages
 
 
-def _table(head: Sequence[str], rows: Iterable[Sequence[str]], *, body_class: str = "", empty: str = "none") -> str:
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]], *, body_class: str = "", empty: str = "none",
+           css_class: str = "") -> str:
     """An HTML table; ``head`` labels starting with "<" are left-aligned (text) columns. Cells are HTML."""
     left = [h.startswith("<") for h in head]
     th = "".join(f'<th class="l">{E(h[1:])}</th>' if lft else f"<th>{E(h)}</th>" for h, lft in zip(head, left))
@@ -183,7 +292,8 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], *, body_class: st
            + "</tr>" for r in rows]
     if not trs:
         trs = [f'<tr><td class="l muted" colspan="{len(head)}">{E(empty)}</td></tr>']
-    return f'<table><thead><tr>{th}</tr></thead><tbody class="{body_class}">{"".join(trs)}</tbody></table>'
+    cls = f' class="{css_class}"' if css_class else ""
+    return f'<table{cls}><thead><tr>{th}</tr></thead><tbody class="{body_class}">{"".join(trs)}</tbody></table>'
 
 
 def _link(href: str, text: str) -> str:
@@ -197,15 +307,20 @@ def _bad(text: str) -> str:
 REFERENCE_NOTE = '<p class="note">Reference backend: PyTorch on the CPU. These are not kernel times.</p>'
 
 
-def detect(series: Series) -> list[changepoint.ChangePoint]:
-    """Change points of a series' per-commit medians (time: lower is better), indexed into ``points``."""
-    idx = [i for i, p in enumerate(series.points) if p.ok]
-    if len(idx) < 4:
-        return []
-    found = changepoint.detect_changes([stats.median(series.points[i].samples_us) for i in idx],
-                                       direction=changepoint.METRIC_DIRECTION["time_us"],
-                                       samples=[series.points[i].samples_us for i in idx])
-    return [changepoint.ChangePoint(**{**c.to_dict(), "index": idx[c.index]}) for c in found]
+def _param_value(v) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_param_value(x)}" for k, x in sorted(v.items())) or "-"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_param_value(x) for x in v) or "-"
+    return "-" if v is None else str(v)
+
+
+def params_table(params: dict) -> str:
+    """A case's parameters, one row each (pdl on/off, nested workload parameters as k=v)."""
+    return _table(["<parameter", "<value"], ([E(k), E(_param_value(v))] for k, v in params.items()),
+                  css_class="params")
 
 
 def _point_row(p: CommitPoint) -> list[str]:
@@ -219,16 +334,27 @@ def _point_row(p: CommitPoint) -> list[str]:
                   E(", ".join(p.run_ids))]
 
 
-def _bench_page(s: Series, changes: list[changepoint.ChangePoint]) -> str:
-    body = [f'<p class="muted">machine <b>{E(s.machine)}</b>, backend <b>{E(s.backend)}</b>; '
-            f'params <code>{E(str(s.params))}</code></p>']
+def _same_case_key(t: TrackedSeries) -> tuple:
+    """Series equal in everything but the implementation measure the same case."""
+    s = t.series
+    rest = {k: v for k, v in s.params.items() if k != "implementation"}
+    return s.machine, s.backend, repr(sorted((k, repr(v)) for k, v in rest.items()))
+
+
+def _bench_page(t: TrackedSeries, peers: Sequence[TrackedSeries]) -> str:
+    s = t.series
+    body = [f'<p class="muted">machine <b>{E(s.machine)}</b>, backend <b>{E(s.backend or "-")}</b></p>']
     if s.backend == "reference":
         body.append(REFERENCE_NOTE)
-    body.append(trend_chart(s, changes))
-    if changes:
+    body.append(trend_chart(t))
+    if t.changes:
         body.append("<h2>Change points</h2><ul>" + "".join(
-            f'<li class="{"bad" if c.kind == changepoint.REGRESSION else "good"}">{E(_change_text(s, c))}</li>'
-            for c in changes) + "</ul>")
+            f'<li class="{"bad" if c.kind == REGRESSION else "good"}">{E(_change_text(t, c))}</li>'
+            for c in t.changes) + "</ul>")
+    if len(peers) > 1:
+        links = ", ".join(_link("../" + _bench_href(p), str(p.series.params.get("implementation"))) for p in peers)
+        body.append(f"<h2>All implementations of this case</h2><p class=\"muted\">{links}</p>" + compare_chart(peers))
+    body.append("<h2>Parameters</h2>" + params_table(s.params))
     body.append("<h2>Per commit</h2>" + _table(
         ["<commit", "<date", "median", "q1", "q3", "IQR", "n", "GB/s", "<runs"], (_point_row(p) for p in s.points)))
     return _page(f"{s.case_id}", "".join(body), depth=1)
@@ -270,31 +396,52 @@ def _modes_note(samples: Sequence[float]) -> str:
     return "bimodal: " + modes_text(found, fmt_us) if found else ""
 
 
+def _run_facts(r: RunFile) -> list[str]:
+    """What a run ran on; facts the run did not record (a CPU run has no GPU or driver) are left out."""
+    env, cfg = r.environment, r.data.get("config") or {}
+    gpu = " ".join(x for x in (env.get("gpu"), f"driver {env['driver']}" if env.get("driver") else None) if x)
+    facts = [f"machine {r.machine}", f"backend {r.data.get('backend') or '-'}", gpu,
+             f"torch {env['torch']}" if env.get("torch") else "", f"config {cfg.get('name') or '-'}",
+             f"created {r.data.get('created') or '-'}"]
+    return [f for f in facts if f]
+
+
 def _commit_page(commit: str, runs: list[RunFile], date, make_plots: bool) -> str:
     body = [f'<p>commit <code>{E(commit)}</code>, {date:%Y-%m-%d %H:%M} UTC</p>']
     for r in runs:
-        env, cfg = r.environment, r.data.get("config") or {}
-        facts = [f"machine {r.machine}", f"backend {r.data.get('backend')}",
-                 f"{env.get('gpu', '')} driver {env.get('driver', '')}", f"torch {env.get('torch', '')}",
-                 f"config {cfg.get('name')}", f"created {r.data.get('created')}"]
         flags = ("; <b>dirty tree</b>" if r.dirty else "") + ("" if r.finished else "; <b>unfinished</b>")
-        body.append(f'<h2>Run {E(r.run_id)}</h2><p class="muted">{E("; ".join(facts))}{flags}</p>')
+        body.append(f'<h2>Run {E(r.run_id)}</h2><p class="muted">{E("; ".join(_run_facts(r)))}{flags}</p>')
         if r.data.get("backend") == "reference":
             body.append(REFERENCE_NOTE)
+        cases = sorted(r.cases, key=lambda c: natural_key(c["case_id"]))
         body.append(_table(["<case", "<status", "median", "IQR", "n", "GB/s", "x PCIe floor", "<reason / note"],
-                           (_case_row(c) for c in r.cases)))
+                           (_case_row(c) for c in cases)))
         body.append(_plots_html(r, make_plots))
     return _page(f"Commit {commit[:12]}", "".join(body), depth=1)
 
 
-def build_site(results_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
-               repo: str | os.PathLike | None = None, machine: str | None = None, make_plots: bool = True) -> Site:
-    """Write the dashboard of every run under ``results_dir`` (its ``runs/``) into ``out_dir``."""
+def _index_row(t: TrackedSeries) -> list[str]:
+    s = t.series
+    meds = [stats.median(p.samples_us) if p.ok else None for p in s.points]
+    last = next((m for m in reversed(meds) if m is not None), None)
+    regs = t.regressions
+    return [_link(_bench_href(t), s.case_id), E(s.machine), E(s.backend or "-"), str(len(s.points)), fmt_us(last),
+            sparkline(meds), _bad(f"{len(regs)} regression(s)") if regs else ""]
+
+
+def _commits_row(c: str, runs: list[RunFile], date) -> list[str]:
+    def names(values) -> str:
+        return E(", ".join(sorted({str(v or "-") for v in values})))
+
+    return [_link(f"commit/{_commit_slug(c)}.html", c[:12]), f"{date:%Y-%m-%d %H:%M}", names(r.machine for r in runs),
+            names(r.data.get("backend") for r in runs), E(", ".join(r.run_id for r in runs)),
+            str(sum(1 for r in runs for k in r.cases if k.get("status") == "failed"))]
+
+
+def build_site(history: History, out_dir: str | os.PathLike, *, make_plots: bool = True) -> Site:
+    """Write the dashboard of ``history`` (``hisparse.track.series.load_history``) into ``out_dir``."""
     out = Path(out_dir)
-    site = Site(out)
-    runs, site.skipped = scan_runs(results_dir, machine=machine)
-    site.series = build_series(runs, repo=repo)
-    site.changes = {s.key: detect(s) for s in site.series}
+    site = Site(out, history)
     for sub in ("bench", "commit"):
         (out / sub).mkdir(parents=True, exist_ok=True)
 
@@ -303,44 +450,45 @@ def build_site(results_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
         path.write_text(text, encoding="utf-8")
         site.pages.append(path)
 
-    dates = order_commits(runs, repo)
+    dates = history.dates
     by_commit: dict[str, list[RunFile]] = {}
-    for r in sorted(runs, key=lambda r: r.created):
+    for r in sorted(history.runs, key=lambda r: r.created):
         by_commit.setdefault(r.commit or f"run:{r.run_id}", []).append(r)
     commits = sorted(by_commit, key=lambda c: (dates[c], c))
 
-    rows = []
-    for s in site.series:
-        meds = [stats.median(p.samples_us) if p.ok else None for p in s.points]
-        last = next((m for m in reversed(meds) if m is not None), None)
-        regs = [c for c in site.changes[s.key] if c.kind == changepoint.REGRESSION]
-        page = f"bench/{slug(s.key)}.html"
-        write(page, _bench_page(s, site.changes[s.key]))
-        rows.append([_link(page, s.case_id), E(s.machine), E(s.backend), str(len(s.points)), fmt_us(last),
-                     sparkline(meds), _bad(f"{len(regs)} regression(s)") if regs else ""])
-    notes = "".join(f'<p class="note">skipped {E(str(p))}: {E(reason)}</p>' for p, reason in site.skipped)
+    tracked = sorted(history.tracked, key=lambda t: (natural_key(t.series.case_id), t.series.machine,
+                                                     t.series.backend))
+    peers: dict[tuple, list[TrackedSeries]] = {}
+    for t in tracked:
+        peers.setdefault(_same_case_key(t), []).append(t)
+    for t in tracked:
+        write(_bench_href(t), _bench_page(t, peers[_same_case_key(t)]))
+    notes = "".join(f'<p class="note">skipped {E(str(p))}: {E(reason)}</p>' for p, reason in history.skipped)
     write("index.html", _page("hisparse-bench: benchmarks", notes + (
-        f'<p class="muted">{len(site.series)} benchmark(s), {len(commits)} commit(s). Times are medians per '
-        'commit (re-runs pooled); lower is better.</p><input placeholder="filter" oninput="filterRows(this.value)">')
-        + _table(["<benchmark", "<machine", "<backend", "commits", "latest median", "trend", "<alerts"], rows,
-                 body_class="filter", empty="no runs")))
+        f'<p class="muted">{len(tracked)} benchmark(s), {len(commits)} commit(s). Times are medians per '
+        'commit (re-runs pooled); lower is better. One benchmark = case x machine x backend.</p>'
+        '<input placeholder="filter" oninput="filterRows(this.value)">')
+        + _table(["<benchmark", "<machine", "<backend", "commits", "latest median", "trend", "<alerts"],
+                 (_index_row(t) for t in tracked), body_class="filter", empty="no runs")))
 
     for c in commits:
         write(f"commit/{_commit_slug(c)}.html", _commit_page(c, by_commit[c], dates[c], make_plots))
-    write("commits.html", _page("Commits", _table(["<commit", "<date", "<runs", "failed cases"], (
-        [_link(f"commit/{_commit_slug(c)}.html", c[:12]), f"{dates[c]:%Y-%m-%d %H:%M}",
-         E(", ".join(r.run_id for r in by_commit[c])),
-         str(sum(1 for r in by_commit[c] for k in r.cases if k.get("status") == "failed"))]
-        for c in reversed(commits)))))
+    write("commits.html", _page("Commits", _table(
+        ["<commit", "<date", "<machine", "<backend", "<runs", "failed cases"],
+        (_commits_row(c, by_commit[c], dates[c]) for c in reversed(commits)))))
 
-    regressions = _table(["<benchmark", "<machine", "<first commit", "before", "after", "change", "threshold", "p"], (
-        [_link(f"bench/{slug(s.key)}.html", s.case_id), E(s.machine),
-         _link(f"commit/{_commit_slug(s.points[c.index].commit)}.html", s.points[c.index].commit[:12]),
-         fmt_us(c.before_median), fmt_us(c.after_median), _bad(f"{c.change * 100:+.2f}%"),
-         f"{c.threshold * 100:.2f}%", f"{c.p_value:.3f}"] for s, c in site.regressions))
-    failed = _table(["<commit", "<machine", "<case", "<reason"], (
-        [_link(f"commit/{_commit_slug(c)}.html", c[:12]), E(r.machine), E(k["case_id"]), E(str(k.get("reason") or ""))]
-        for c in reversed(commits) for r in by_commit[c] for k in r.cases if k.get("status") == "failed"))
+    regressions = _table(
+        ["<benchmark", "<machine", "<backend", "<first commit", "before", "after", "change", "threshold", "p"], (
+            [_link(_bench_href(t), t.series.case_id), E(t.series.machine), E(t.series.backend or "-"),
+             _link(f"commit/{_commit_slug(t.series.points[c.index].commit)}.html",
+                   t.series.points[c.index].commit[:12]),
+             fmt_us(c.before_median), fmt_us(c.after_median), _bad(f"{c.change * 100:+.2f}%"),
+             f"{c.threshold * 100:.2f}%", f"{c.p_value:.3f}"] for t, c in site.regressions))
+    failed = _table(["<commit", "<machine", "<backend", "<case", "<reason"], (
+        [_link(f"commit/{_commit_slug(c)}.html", c[:12]), E(r.machine), E(str(r.data.get("backend") or "-")),
+         E(k["case_id"]), E(str(k.get("reason") or ""))]
+        for c in reversed(commits) for r in by_commit[c]
+        for k in sorted(r.cases, key=lambda k: natural_key(k["case_id"])) if k.get("status") == "failed"))
     write("regressions.html", _page("Regressions", (
         '<h2>Detected regressions (change points)</h2><p class="muted">Binary segmentation with a permutation '
         "test over per-commit medians; a change must exceed the case's own noise (docs/regression.md).</p>"

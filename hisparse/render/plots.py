@@ -2,25 +2,87 @@
 returns its path, or None when the run has no data for it (e.g. no PDL on/off pairs);
 ``plot_run`` makes all of them and returns the paths written.
 
-- latency_vs_batch.png: median time per call (IQR bars) vs batch, one line per implementation
-  (and per other varying parameter), one panel per workload;
+- latency_vs_batch.png: median time per call (IQR bars) vs batch on log-log axes, with the PCIe
+  floor (the time the call's bytes need at the run's pinned H2D copy speed) as a grey line;
+- throughput_vs_batch.png: achieved GB/s (bytes per call / time) vs batch, against the pinned-copy
+  ceiling the run measured (``floors.pinned_h2d_gbps``);
 - speedup_vs_batch.png: speedup over the sequential-LRU baseline of the same case;
-- floor_fraction.png: % of the PCIe and gather floors reached (floor / time);
 - pdl.png: time with PDL on / time with PDL off, for cases that differ only in pdl;
-- hot_buffer_size.png: median time vs hot_buffer_size.
+- hot_buffer_size.png: median time vs hot_buffer_size, one panel per workload and step count.
+
+Every figure: one panel per workload; one colour and marker shape per implementation (the sglang
+implementations in a lighter shade of the same hue, hollow markers: "ours vs sglang" at a glance);
+one line style per variant (PDL, hot size, item size); short legend labels; one legend for the figure.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hisparse.results.model import CaseResult, RunRecord
 
-# Parameters that never split a line (workload is the panel; the x axis is excluded per plot).
-_IGNORED = {"workload", "seed"}
+
+@dataclass(frozen=True)
+class ImplStyle:
+    color: str
+    marker: str
+    hollow: bool = False
+
+
+IMPL_STYLES = {
+    "lru_sequential": ImplStyle("#c2410c", "s"),
+    "multi_step": ImplStyle("#1d4ed8", "o"),
+    "multi_step_planned": ImplStyle("#15803d", "^"),
+    # sglang's implementations: the hue of their counterpart, lighter, hollow markers
+    "sglang_lru_sequential": ImplStyle("#fb923c", "s", hollow=True),
+    "sglang_multi_step": ImplStyle("#60a5fa", "o", hollow=True),
+    "sglang_multi_step_planned": ImplStyle("#4ade80", "^", hollow=True),
+}
+_FALLBACK_COLORS = ("#7e22ce", "#a16207", "#db2777", "#475569", "#0e7490", "#65a30d")
+_FALLBACK_MARKERS = ("D", "v", "P", "X", "h", "<")
+_LINESTYLES = ("-", "--", ":", "-.")
+_FLOOR_GREYS = ("#6b7280", "#a3a3a3", "#404040")
+_SGLANG = "sglang_"
+
+
+def impl_style(name: str) -> ImplStyle:
+    """The style of an implementation; a name not in IMPL_STYLES gets a fallback picked by a hash of
+    the name (the same in every figure and run), hollow when it is an sglang one."""
+    if name in IMPL_STYLES:
+        return IMPL_STYLES[name]
+    h = int(hashlib.sha1(name.encode()).hexdigest(), 16)
+    return ImplStyle(_FALLBACK_COLORS[h % len(_FALLBACK_COLORS)], _FALLBACK_MARKERS[h % len(_FALLBACK_MARKERS)],
+                     hollow=name.startswith(_SGLANG))
+
+
+# Parameters that never split a line (the seed is not a variant).
+_IGNORED = {"seed"}
+_BOOL_NAMES = {"pdl": "PDL"}
+
+
+def _short(key: str, v: Any) -> str:
+    """A legend word for one parameter value: "PDL off", "hot 8192", "1152 B items"."""
+    if isinstance(v, bool):
+        return f"{_BOOL_NAMES.get(key, key)} {'on' if v else 'off'}"
+    if key == "hot_buffer_size":
+        return f"hot {v}"
+    if key == "item_size_bytes":
+        return f"{v} B items"
+    if key == "steps":
+        return f"{v} step" + ("" if v == 1 else "s")
+    if key == "shared_layers":
+        return f"+{v} layers"
+    if key == "batch":
+        return f"batch {v}"
+    if isinstance(v, dict):
+        return " ".join(f"{k}={x}" for k, x in sorted(v.items())) or f"{key} default"
+    return f"{key} {v}"
 
 
 def _pyplot():
@@ -40,38 +102,65 @@ def _ok(run: RunRecord) -> list[CaseResult]:
     return [c for c in run.cases if c.ok and c.stats]
 
 
-def _varying(cases: list[CaseResult], exclude: set[str]) -> list[str]:
-    keys = sorted({k for c in cases for k in c.params} - exclude)
-    return [k for k in keys if len({_hashable(c.params.get(k)) for c in cases}) > 1]
+@dataclass
+class Line:
+    """One drawn series: cases equal in everything but x."""
+
+    impl: str
+    params: dict  # the series' parameters (x, panel keys and seed left out)
+    points: list  # [(x, case)], x ascending
+    label: str = ""
+    linestyle: str = "-"
 
 
-def _label(params: dict, keys: list[str]) -> str:
-    parts = []
-    for k in keys:
-        v = params.get(k)
-        if k == "implementation":
-            parts.insert(0, str(v))
-        elif isinstance(v, bool):
-            parts.append(f"{k}={'on' if v else 'off'}")
-        else:
-            parts.append(f"{k}={_hashable(v)}")
-    return " ".join(parts) or str(params.get("implementation"))
-
-
-def _grouped(cases: list[CaseResult], x_key: str, exclude: set[str] = frozenset()) -> dict[str, dict[str, list]]:
-    """{workload: {series label: sorted [(x, case)]}}; a series = cases equal in everything but x.
-    A label names the implementation and the parameters that vary among that implementation's cases
-    (pdl is always off for lru_sequential, so it is not worth a word there)."""
-    skip = _IGNORED | {x_key, "implementation"} | set(exclude)
-    by_impl: dict[str, list[CaseResult]] = defaultdict(list)
+def _panels(cases: list[CaseResult], x_key: str, panel_keys: tuple[str, ...]) -> dict[tuple, list[Line]]:
+    """{panel key values: [Line]}, panels in sorted order."""
+    skip = _IGNORED | {x_key, *panel_keys}
+    table: dict[tuple, dict[tuple, Line]] = defaultdict(dict)
     for c in cases:
-        by_impl[str(c.params.get("implementation"))].append(c)
-    keys = {impl: ["implementation"] + _varying(group, skip) for impl, group in by_impl.items()}
-    panels: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for c in cases:
-        label = _label(c.params, keys[str(c.params.get("implementation"))])
-        panels[str(c.params.get("workload"))][label].append((c.params.get(x_key), c))
-    return {w: {s: sorted(v, key=lambda t: t[0]) for s, v in series.items()} for w, series in sorted(panels.items())}
+        rest = {k: v for k, v in c.params.items() if k not in skip}
+        panel = tuple(c.params.get(k) for k in panel_keys)
+        ident = tuple(sorted((k, _hashable(v)) for k, v in rest.items()))
+        line = table[panel].setdefault(ident, Line(str(c.params.get("implementation")), rest, []))
+        line.points.append((c.params.get(x_key), c))
+    for lines in table.values():
+        for ln in lines.values():
+            ln.points.sort(key=lambda t: t[0])
+    return {p: list(table[p].values()) for p in sorted(table, key=lambda p: tuple(map(str, p)))}
+
+
+def _variant_keys(lines: list[Line]) -> list[str]:
+    """Parameters that vary among one implementation's lines (a parameter that only differs between
+    implementations, e.g. the planned copy's shared layers, is the implementation's, not a variant)."""
+    by_impl: dict[str, list[Line]] = defaultdict(list)
+    for ln in lines:
+        by_impl[ln.impl].append(ln)
+    keys = set()
+    for group in by_impl.values():
+        for k in {k for ln in group for k in ln.params} - {"implementation"}:
+            if len({_hashable(ln.params.get(k)) for ln in group}) > 1:
+                keys.add(k)
+    return sorted(keys)
+
+
+def _style_lines(lines: list[Line], variant_keys: list[str]) -> None:
+    """Label = implementation + its variant words; line style per variant, the same variant drawn the
+    same in every implementation (PDL on before off, so "on" is the solid line)."""
+    def order(v: Any) -> tuple:
+        if isinstance(v, bool):
+            return (0 if v else 1,)
+        return (2, v) if isinstance(v, (int, float)) else (3, str(v))
+
+    variants = sorted({tuple(_hashable(ln.params.get(k)) for k in variant_keys) for ln in lines},
+                      key=lambda t: tuple(order(v) for v in t))
+    rank = {}
+    for ln in lines:
+        v = tuple(_hashable(ln.params.get(k)) for k in variant_keys)
+        rank[id(ln)] = variants.index(v)
+        ln.linestyle = _LINESTYLES[rank[id(ln)] % len(_LINESTYLES)]
+        words = [_short(k, ln.params.get(k)) for k in variant_keys if k in ln.params]
+        ln.label = " · ".join([ln.impl, *words])
+    lines.sort(key=lambda ln: (ln.impl, rank[id(ln)]))  # the legend reads implementation by implementation
 
 
 def _log2_axis(ax, xs: set) -> None:
@@ -83,121 +172,199 @@ def _log2_axis(ax, xs: set) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
+def _log_y(ax) -> None:
+    """Log y with plain-number tick labels (1, 2, 5, 10, 20, ... us): readable without exponents."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: PLC0415
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+_RC = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
+       "legend.fontsize": 9, "lines.linewidth": 1.8, "lines.markersize": 6}
+
+
 def _figure(plt, n: int):
-    """Panels stacked vertically: each legend sits to the right of its own panel."""
-    fig, axes = plt.subplots(n, 1, figsize=(7.0, 3.9 * n), squeeze=False)
-    fig.subplots_adjust(hspace=0.35)  # room for the upper panel's x label under it
-    return fig, axes[:, 0]
+    cols = min(n, 2)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.5 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
 
 
-def _legend(ax) -> None:
-    """Beside the panel, not over the data (a sweep can have a dozen series per panel)."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+_MAX_LEGEND_COLUMNS = 4
+
+
+def _legend_columns(handles: dict[str, Any]) -> tuple[list, list[str], int]:
+    """Legend entries laid out one column per implementation (the reference lines first), padded
+    with blank entries: matplotlib fills columns top to bottom, so a column reads as one group."""
+    from matplotlib.container import ErrorbarContainer  # noqa: PLC0415
+    from matplotlib.patches import Patch  # noqa: PLC0415
+
+    groups: dict[str, list[tuple[Any, str]]] = {}
+    for label, h in handles.items():
+        line = h[0] if isinstance(h, ErrorbarContainer) else h
+        groups.setdefault(line.get_gid() or "", []).append((h, label))
+    cols = [groups.pop("")] if "" in groups else []
+    cols += list(groups.values())
+    height = max(len(c) for c in cols)
+    out_h, out_l = [], []
+    for col in cols:
+        col = col + [(Patch(visible=False), "")] * (height - len(col))
+        out_h += [h for h, _ in col]
+        out_l += [label for _, label in col]
+    return out_h, out_l, len(cols)
 
 
 def _save(fig, path: Path, title: str) -> Path:
-    fig.suptitle(title, fontsize=11)
+    """Title on top, one legend for the whole figure (styles mean the same in every panel): below
+    the panels, a column per implementation; beside them, in one column, when that would be too wide."""
+    handles: dict[str, Any] = {}
+    for ax in fig.axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig.suptitle(title, fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    if handles:
+        hs, labels, ncol = _legend_columns(handles)
+        if ncol <= _MAX_LEGEND_COLUMNS:
+            fig.legend(hs, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol, frameon=False)
+        else:
+            fig.legend(handles.values(), handles.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5),
+                       frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")  # grows the canvas to hold the outside legends
+    fig.savefig(path, dpi=150, bbox_inches="tight")  # grows the canvas to hold the legend
     return path
-
-
-def _drawable(panels: dict[str, dict[str, list]], keep: Callable[[list], bool]) -> dict[str, dict[str, list]]:
-    """The panels and series worth drawing: ``keep(points)`` per series; panels left empty are dropped."""
-    out = {}
-    for workload, series in panels.items():
-        kept = {label: pts for label, pts in series.items() if keep(pts)}
-        if kept:
-            out[workload] = kept
-    return out
 
 
 def _backend_note(run: RunRecord) -> str:
     return "\n(reference backend: PyTorch times on the CPU, not kernel times)" if run.backend == "reference" else ""
 
 
-def _draw_panels(run: RunRecord, panels: dict[str, dict[str, list]], path: Path, title: str,
-                 draw: Callable[[Any, str, list], None], *, xlabel: str, ylabel: str, logx: bool = True,
-                 hline: float | None = None, hline_style: str = "--") -> Path:
-    """The shared frame of the line plots: one panel per workload, ``draw(ax, label, points)`` per
-    series, then the log2 x axis, the reference line, titles, grid and the legend outside."""
-    plt = _pyplot()
-    fig, axes = _figure(plt, len(panels))
-    try:
-        for ax, (workload, series) in zip(axes, panels.items()):
-            for label, points in series.items():
-                draw(ax, label, points)
-            xs_all = {x for pts in series.values() for x, _ in pts if x}
-            if logx and xs_all:
-                _log2_axis(ax, xs_all)
-            if hline is not None:
-                ax.axhline(hline, color="grey", linestyle=hline_style, linewidth=1)
-            ax.set_title(f"workload: {workload}")
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(ylabel)
-            ax.grid(True, alpha=0.3)
-            _legend(ax)
-        return _save(fig, path, title + _backend_note(run))
-    finally:
-        plt.close(fig)
+def _panel_title(panel_keys: tuple[str, ...], values: tuple) -> str:
+    return ", ".join(f"workload {v}" if k == "workload" else _short(k, v) for k, v in zip(panel_keys, values))
 
 
-def _line_plot(run: RunRecord, path: Path, x_key: str, y_of: Callable[[CaseResult], float | None], *,
-               ylabel: str, title: str, cases: list[CaseResult] | None = None, logx: bool = True,
-               hline: float | None = None, errors: bool = False, min_points: int = 2) -> Path | None:
-    """One panel per workload, one line per series. A series with fewer than ``min_points`` points
-    on the x axis (e.g. a batch-64-only slice in a plot vs batch) is not a trend and is left out."""
+@dataclass(frozen=True)
+class Figure:
+    """What one line figure draws: y of a case (None: no point), axes, reference line."""
+
+    name: str
+    title: str
+    x_key: str
+    y_of: Callable[[CaseResult], float | None]
+    ylabel: str
+    xlabel: str = ""
+    log_y: bool = False
+    errors: bool = False  # IQR bars (time figures only)
+    hline: float | None = None
+    hline_label: str = ""
+    panel_keys: tuple[str, ...] = ("workload",)
+    floor: bool = False  # draw the PCIe floor per distinct floor curve
+    y_from_zero: bool = False
+    min_points: int = 2  # fewer points on x is not a trend (a batch-64-only slice in a plot vs batch)
+
+
+def _draw_line(ax, ln: Line, fig_spec: Figure) -> None:
+    pts = [(x, fig_spec.y_of(c), c) for x, c in ln.points if fig_spec.y_of(c) is not None]
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    st = impl_style(ln.impl)
+    kw = dict(color=st.color, marker=st.marker, linestyle=ln.linestyle, label=ln.label, gid=ln.impl,
+              markerfacecolor="white" if st.hollow else st.color, markeredgecolor=st.color, markeredgewidth=1.4)
+    if fig_spec.errors:
+        lo = [y - p[2].stats["q1_us"] for y, p in zip(ys, pts)]
+        hi = [p[2].stats["q3_us"] - y for y, p in zip(ys, pts)]
+        ax.errorbar(xs, ys, yerr=[lo, hi], capsize=2, elinewidth=1, **kw)
+    else:
+        ax.plot(xs, ys, **kw)
+
+
+def _draw_floors(ax, lines: list[Line]) -> None:
+    """One grey line per distinct PCIe floor curve (the planned copy moves more bytes: its own floor)."""
+    curves: dict[tuple, list[str]] = {}
+    for ln in lines:
+        curve = tuple((x, float(f"{c.floor['pcie_floor_us']:.3g}")) for x, c in ln.points
+                      if c.floor and c.floor.get("pcie_floor_us"))
+        if len(curve) >= 2:
+            names = curves.setdefault(curve, [])
+            if ln.impl not in names:
+                names.append(ln.impl)
+    for k, (curve, impls) in enumerate(curves.items()):
+        label = "PCIe floor" if len(curves) == 1 else f"PCIe floor ({', '.join(impls)})"
+        ax.plot([p[0] for p in curve], [p[1] for p in curve], color=_FLOOR_GREYS[k % len(_FLOOR_GREYS)],
+                linewidth=3, alpha=0.55, solid_capstyle="butt", label=label, zorder=1)
+
+
+def _line_figure(run: RunRecord, out_dir: Path, spec: Figure, cases: list[CaseResult] | None = None) -> Path | None:
+    """One panel per workload (and ``panel_keys``), one line per series, one legend below."""
     cases = _ok(run) if cases is None else cases
-    panels = _drawable(_grouped(cases, x_key),
-                       lambda points: sum(y_of(c) is not None for _, c in points) >= min_points)
+    panels = {}
+    for key, lines in _panels(cases, spec.x_key, spec.panel_keys).items():
+        kept = [ln for ln in lines if sum(spec.y_of(c) is not None for _, c in ln.points) >= spec.min_points]
+        if kept:
+            panels[key] = kept
     if not panels:
         return None
-
-    def draw(ax: Any, label: str, points: list) -> None:
-        pts = [(x, y_of(c), c) for x, c in points if y_of(c) is not None]
-        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        if errors:
-            lo = [y - p[2].stats["q1_us"] for y, p in zip(ys, pts)]
-            hi = [p[2].stats["q3_us"] - y for y, p in zip(ys, pts)]
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label)
-        else:
-            ax.plot(xs, ys, marker="o", label=label)
-
-    return _draw_panels(run, panels, path, title, draw, xlabel=x_key, ylabel=ylabel, logx=logx, hline=hline)
+    plt = _pyplot()
+    with plt.rc_context(_RC):
+        fig, axes = _figure(plt, len(panels))
+        try:
+            for ax, (key, lines) in zip(axes, panels.items()):
+                _style_lines(lines, _variant_keys(lines))
+                if spec.floor:
+                    _draw_floors(ax, lines)
+                for ln in lines:
+                    _draw_line(ax, ln, spec)
+                xs = {x for ln in lines for x, _ in ln.points if x}
+                if xs:
+                    _log2_axis(ax, xs)
+                if spec.log_y:
+                    _log_y(ax)
+                if spec.hline is not None:
+                    ax.axhline(spec.hline, color="#404040", linestyle=(0, (4, 3)), linewidth=1.4,
+                               label=spec.hline_label or None, zorder=1)
+                if spec.y_from_zero:
+                    ax.set_ylim(bottom=0)
+                ax.set_title(_panel_title(spec.panel_keys, key))
+                ax.set_xlabel(spec.xlabel or spec.x_key)
+                ax.set_ylabel(spec.ylabel)
+                ax.grid(True, which="major", alpha=0.3)
+            return _save(fig, out_dir / spec.name, spec.title + _backend_note(run))
+        finally:
+            plt.close(fig)
 
 
 def latency_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
-    return _line_plot(run, out_dir / "latency_vs_batch.png", "batch", lambda c: c.stats["median_us"],
-                      ylabel="median time per call (us), IQR bars", title="Latency vs batch", errors=True)
+    spec = Figure("latency_vs_batch.png", "Time per call vs batch", "batch", lambda c: c.stats["median_us"],
+                  ylabel="median time per call (us)", log_y=True, errors=True, floor=True)
+    return _line_figure(run, out_dir, spec)
+
+
+def _gbps(c: CaseResult) -> float | None:
+    nbytes = (c.work or {}).get("bytes_per_call")
+    med = c.stats["median_us"]
+    return nbytes / (med * 1e3) if nbytes and med else None
+
+
+def throughput_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
+    """Achieved GB/s (bytes per call / median time) against the pinned-copy ceiling of this run."""
+    ceiling = (run.floors or {}).get("pinned_h2d_gbps")
+    spec = Figure("throughput_vs_batch.png", "Achieved bandwidth vs batch", "batch", _gbps,
+                  ylabel="achieved GB/s (bytes per call / time)", hline=ceiling, y_from_zero=True,
+                  hline_label=f"pinned H2D copy ceiling {ceiling:.1f} GB/s" if ceiling else "")
+    return _line_figure(run, out_dir, spec)
 
 
 def speedup_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
     # CaseResult.speedup: only ratios against the like-for-like baseline (older files compared the
     # planned copy's 4 layers with one LRU layer).
     cases = [c for c in _ok(run) if c.speedup is not None]
-    return _line_plot(run, out_dir / "speedup_vs_batch.png", "batch", lambda c: c.speedup, cases=cases,
-                      ylabel="speedup over its sequential-LRU baseline (x)", title="Speedup vs batch", hline=1.0)
-
-
-def floor_fraction(run: RunRecord, out_dir: Path) -> Path | None:
-    """% of floor reached = floor / time * 100 (100% = as fast as the floor)."""
-    panels = _drawable(_grouped(_ok(run), "batch"), lambda points: len(points) >= 2)  # trends only
-    if not panels:
-        return None
-
-    def draw(ax: Any, label: str, points: list) -> None:
-        color = None  # one color per series: PCIe floor solid, gather floor dashed
-        for key, style in (("pcie_floor_us", "-"), ("gather_floor_us", "--")):
-            pts = [(x, 100.0 * c.floor[key] / c.stats["median_us"]) for x, c in points
-                   if c.floor and c.floor.get(key) and c.stats["median_us"]]
-            if pts:
-                (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", color=color,
-                                  label=f"{label} ({key.split('_')[0]})")
-                color = line.get_color()
-
-    return _draw_panels(run, panels, out_dir / "floor_fraction.png", "Fraction of the floors reached", draw,
-                        xlabel="batch", ylabel="% of floor (floor time / time)", hline=100.0, hline_style=":")
+    spec = Figure("speedup_vs_batch.png", "Speedup over sequential LRU vs batch", "batch", lambda c: c.speedup,
+                  ylabel="speedup over sequential LRU (x)", hline=1.0, hline_label="same as sequential LRU")
+    return _line_figure(run, out_dir, spec, cases)
 
 
 def pdl_effect(run: RunRecord, out_dir: Path) -> Path | None:
@@ -209,21 +376,23 @@ def pdl_effect(run: RunRecord, out_dir: Path) -> Path | None:
     pairs = [(c, off[key(c)]) for c in _ok(run) if c.params.get("pdl") is True and key(c) in off]
     if not pairs:
         return None
-    on_cases = [c for c, _ in pairs]
     ratio = {id(c): c.stats["median_us"] / o.stats["median_us"] for c, o in pairs if o.stats["median_us"]}
-    return _line_plot(run, out_dir / "pdl.png", "batch", lambda c: ratio.get(id(c)), cases=on_cases,
-                      ylabel="time PDL on / PDL off", title="PDL on vs off", hline=1.0)
+    spec = Figure("pdl.png", "PDL on vs off", "batch", lambda c: ratio.get(id(c)),
+                  ylabel="time PDL on / time PDL off", hline=1.0, hline_label="no PDL effect (below: PDL helps)")
+    return _line_figure(run, out_dir, spec, [c for c, _ in pairs])
 
 
 def hot_buffer_effect(run: RunRecord, out_dir: Path) -> Path | None:
     cases = _ok(run)
     if len({c.params.get("hot_buffer_size") for c in cases}) < 2:
         return None
-    return _line_plot(run, out_dir / "hot_buffer_size.png", "hot_buffer_size", lambda c: c.stats["median_us"],
-                      ylabel="median time per call (us)", title="hot_buffer_size effect", errors=True)
+    spec = Figure("hot_buffer_size.png", "Time per call vs hot buffer size", "hot_buffer_size",
+                  lambda c: c.stats["median_us"], ylabel="median time per call (us)", xlabel="hot buffer size (slots)",
+                  errors=True, panel_keys=("workload", "steps", "batch"))  # linear y: a flat line reads flat
+    return _line_figure(run, out_dir, spec)
 
 
-PLOTS = (latency_vs_batch, speedup_vs_batch, floor_fraction, pdl_effect, hot_buffer_effect)
+PLOTS = (latency_vs_batch, throughput_vs_batch, speedup_vs_batch, pdl_effect, hot_buffer_effect)
 
 
 def plot_run(run: RunRecord, out_dir: str | Path) -> list[Path]:

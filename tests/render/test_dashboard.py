@@ -12,7 +12,13 @@ from click.testing import CliRunner
 from _regression_data import T0, fake_commit, make_run, write_run
 from _regression_data import git as _git
 from hisparse.cli import main as cli_main
-from hisparse.render.dashboard import build_site
+from hisparse.render.dashboard import build_site as _build
+from hisparse.track.series import load_history
+
+
+def build_site(results, out, *, repo=None, machine=None, make_plots=True):
+    """What the CLI does: track detects, render draws."""
+    return _build(load_history(results, repo=repo, machine=machine), out, make_plots=make_plots)
 
 EXTERNAL = re.compile(rb"(?i)https?://|(?:src|href)\s*=\s*[\"']//")
 
@@ -78,7 +84,7 @@ def test_site_pages_have_data_and_no_external_urls(five_commits, tmp_path):
     site = build_site(five_commits, out, make_plots=False)
     assert {p.name for p in out.iterdir()} >= {"index.html", "regressions.html", "commits.html", "bench", "commit"}
     assert len(list((out / "commit").glob("*.html"))) == 5
-    assert len(list((out / "bench").glob("*.html"))) == 2 == len(site.series)
+    assert len(list((out / "bench").glob("*.html"))) == 2 == len(site.tracked)
 
     index = Page((out / "index.html").read_text())
     sparks = [s for s in index.svgs if s["class"] == "spark"]
@@ -137,7 +143,8 @@ def test_regression_change_point_on_trend_and_regressions_page(tmp_path):
                                     {"multi_step": level, "lru_sequential": 300.0}, seed=i))
     out = tmp_path / "site"
     site = build_site(results, out, make_plots=False)
-    ((series, change),) = site.regressions
+    ((tracked, change),) = site.regressions
+    series = tracked.series
     assert series.case_id.startswith("multi_step/") and series.points[change.index].commit == fake_commit(8)
     assert change.change == pytest.approx(0.15, abs=0.01)
     bench_page = next(p for p in (out / "bench").iterdir() if "multi_step" in p.name)
@@ -145,8 +152,8 @@ def test_regression_change_point_on_trend_and_regressions_page(tmp_path):
     assert [s["changes"] for s in bench.svgs if s["class"] == "trend"] == [1]
     reg = Page((out / "regressions.html").read_text())
     row = next(r for r in reg.rows if r and r[0].startswith("multi_step/"))
-    assert row[2] == fake_commit(8)[:12]
-    assert float(row[5].rstrip("%")) == pytest.approx(15.0, abs=1.0)
+    assert row[1:4] == ["h200-sxm", "cuda", fake_commit(8)[:12]]
+    assert float(row[6].rstrip("%")) == pytest.approx(15.0, abs=1.0)
 
 
 def test_commits_ordered_by_git_date_not_run_time(tmp_path):
@@ -163,9 +170,9 @@ def test_commits_ordered_by_git_date_not_run_time(tmp_path):
     for k, c in enumerate(reversed(commits)):  # ... but measured newest first
         write_run(results, make_run(c, T0 + timedelta(days=k), {"multi_step": 100.0, "lru_sequential": 300.0}))
     site = build_site(results, tmp_path / "site", repo=repo, make_plots=False)
-    assert [p.commit for p in site.series[0].points] == commits
+    assert [p.commit for p in site.tracked[0].series.points] == commits
     site = build_site(results, tmp_path / "site2", repo=None, make_plots=False)  # no git: run created time
-    assert [p.commit for p in site.series[0].points] == list(reversed(commits))
+    assert [p.commit for p in site.tracked[0].series.points] == list(reversed(commits))
 
 
 def test_cli_dashboard(five_commits, tmp_path):
@@ -187,3 +194,158 @@ def test_commit_page_notes_a_bimodal_case(tmp_path):
     notes = {r[0]: r[-1] for r in rows if len(r) >= 8 and "/" in r[0]}
     assert notes[bimodal["case_id"]] == "bimodal: 53.2 us x40% | 55.2 us x60%"
     assert [n for cid, n in notes.items() if cid != bimodal["case_id"]] == [""]
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 11: render is handed change points; issue 14: machines/backends apart, readable pages
+
+def test_dashboard_imports_no_detector():
+    """render draws what track found: dashboard.py never imports the change point detector."""
+    import ast
+
+    import hisparse.render.dashboard as mod
+
+    tree = ast.parse(Path(mod.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "hisparse.track.changepoint" not in imported
+    assert "hisparse.track.series" in imported
+
+
+def test_build_site_draws_the_change_points_it_is_handed(five_commits, tmp_path):
+    from hisparse.track.series import ChangePoint, History
+
+    history = load_history(five_commits)
+    target = next(t for t in history.tracked if t.series.case_id.startswith("lru_sequential/"))
+    planted = ChangePoint(index=3, before_median=300.0, after_median=345.0, change=0.15, worse_by=0.15,
+                          kind="regression", p_value=0.001, threshold=0.02, direction="lower")
+    target.changes = [planted]  # a change the detector did not find (the level is flat)
+    site = _build(History(history.runs, history.skipped, history.dates, history.tracked), tmp_path / "s",
+                  make_plots=False)
+    assert [(t.series.case_id, c) for t, c in site.regressions] == [(target.series.case_id, planted)]
+    reg = Page((tmp_path / "s" / "regressions.html").read_text())
+    row = next(r for r in reg.rows if r and r[0] == target.series.case_id)
+    assert row[3] == fake_commit(3)[:12] and row[6] == "+15.00%"
+
+
+@pytest.fixture
+def gpu_and_cpu(tmp_path):
+    """3 cuda runs, then a reference (CPU) run of the same cases on the same machine at a later commit."""
+    results = tmp_path / "results"
+    for i in range(3):
+        write_run(results, make_run(fake_commit(i), T0 + timedelta(days=i),
+                                    {"multi_step": 100.0, "lru_sequential": 300.0}, seed=i))
+    cpu = make_run(fake_commit(3), T0 + timedelta(days=3), {"multi_step": 9000.0, "lru_sequential": 7000.0},
+                   backend="reference", config="ci")
+    for key in ("gpu", "driver", "compute_capability", "gpu_count"):
+        cpu["environment"].pop(key)
+    write_run(results, cpu)
+    return results
+
+
+def test_reference_run_is_never_the_latest_point_of_a_gpu_series(gpu_and_cpu, tmp_path):
+    out = tmp_path / "site"
+    site = build_site(gpu_and_cpu, out, make_plots=False)
+    by = {(t.series.backend, t.series.case_id.split("/")[0]): t for t in site.tracked}
+    assert sorted(by) == [("cuda", "lru_sequential"), ("cuda", "multi_step"),
+                          ("reference", "lru_sequential"), ("reference", "multi_step")]
+    assert [p.commit for p in by["cuda", "multi_step"].series.points] == [fake_commit(i) for i in range(3)]
+    assert [p.commit for p in by["reference", "multi_step"].series.points] == [fake_commit(3)]
+    assert len(list((out / "bench").glob("*.html"))) == 4  # one page each, none overwritten
+    rows = {(r[0], r[2]): r for r in Page((out / "index.html").read_text()).rows if len(r) >= 5 and "/" in r[0]}
+    cuda_ms = next(r for (cid, be), r in rows.items() if be == "cuda" and cid.startswith("multi_step/"))
+    ref_ms = next(r for (cid, be), r in rows.items() if be == "reference" and cid.startswith("multi_step/"))
+    assert float(cuda_ms[4].split()[0]) == pytest.approx(100.0, rel=0.02)  # latest GPU median, not 9000
+    assert ref_ms[3] == "1" and float(ref_ms[4].split()[0]) == pytest.approx(9000.0, rel=0.02)
+
+
+def test_commits_page_names_machine_and_backend(gpu_and_cpu, tmp_path):
+    out = tmp_path / "site"
+    build_site(gpu_and_cpu, out, make_plots=False)
+    rows = Page((out / "commits.html").read_text()).rows
+    assert rows[0] == ["commit", "date", "machine", "backend", "runs", "failed cases"]
+    by_commit = {r[0]: r for r in rows[1:]}
+    assert by_commit[fake_commit(3)[:12]][2:4] == ["h200-sxm", "reference"]
+    assert by_commit[fake_commit(0)[:12]][2:4] == ["h200-sxm", "cuda"]
+
+
+def test_cpu_commit_page_has_no_none_driver(gpu_and_cpu, tmp_path):
+    out = tmp_path / "site"
+    build_site(gpu_and_cpu, out, make_plots=False)
+    cpu = (out / "commit" / f"{fake_commit(3)[:12]}.html").read_text()
+    assert "None" not in cpu and "driver" not in cpu
+    assert "machine h200-sxm; backend reference; torch 2.11.0+cu130; config ci" in cpu
+    gpu = (out / "commit" / f"{fake_commit(0)[:12]}.html").read_text()
+    assert "NVIDIA H200 driver 580.159.04" in gpu
+
+
+def _batch_sweep(tmp_path, impls=("multi_step", "lru_sequential"), batches=(1, 2, 4, 16, 64), commits=4):
+    """Runs whose cases sweep batch; multi_step and lru_sequential both with pdl off (the same case)."""
+    import random
+
+    from _regression_data import make_case
+
+    results = tmp_path / "results"
+    base = {"workload": "distinct", "steps": 4, "top_k": 64, "hot_buffer_size": 128, "item_size_bytes": 64,
+            "pdl": False, "shared_layers": 0, "workload_params": {}, "seed": 0}
+    for i in range(commits):
+        run = make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": 1.0, "lru_sequential": 1.0})
+        rng = random.Random(i)
+        run["cases"] = [make_case({**base, "implementation": impl, "batch": b},
+                                  (100.0 if impl == "multi_step" else 200.0) * b, rng=rng)
+                        for impl in impls for b in batches]
+        write_run(results, run)
+    return results
+
+
+def test_cases_sorted_numerically_everywhere(tmp_path):
+    results = _batch_sweep(tmp_path, impls=("multi_step",), commits=1)
+    out = tmp_path / "site"
+    build_site(results, out, make_plots=False)
+    index = [r[0] for r in Page((out / "index.html").read_text()).rows if r and r[0].startswith("multi_step/")]
+    commit = [r[0] for r in Page((out / "commit" / f"{fake_commit(0)[:12]}.html").read_text()).rows
+              if r and r[0].startswith("multi_step/")]
+    want = [f"multi_step/distinct/b{b}/s4/k64/h128/i64/pdl0" for b in (1, 2, 4, 16, 64)]
+    assert index == want and commit == want
+
+
+def test_bench_page_parameters_as_a_table_and_floor_on_trend(five_commits, tmp_path):
+    out = tmp_path / "site"
+    build_site(five_commits, out, make_plots=False)
+    page = next(p for p in (out / "bench").iterdir() if "multi_step" in p.name)
+    text = page.read_text()
+    rows = Page(text).rows
+    params = {r[0]: r[1] for r in rows if len(r) == 2}
+    assert params["pdl"] == "on" and params["batch"] == "8" and params["workload_params"] == "-"
+    assert params["implementation"] == "multi_step"
+    assert "{" not in "".join(params.values()) and "workload_params={" not in text
+    trend = re.search(r'<svg class="trend".*?</svg>', text, re.S).group(0)
+    assert trend.count('<polyline class="floor"') == 1 and "PCIe floor" in trend
+
+
+def test_floor_is_drawn_where_the_run_recorded_it(five_commits, tmp_path):
+    """The floor line's y is the recorded 1 us (the trend's y axis reaches down to it)."""
+    from hisparse.render.dashboard import trend_chart
+
+    history = load_history(five_commits)
+    t = next(t for t in history.tracked if t.series.case_id.startswith("multi_step/"))
+    assert t.floor_us == [1.0] * 5  # _regression_data records pcie_floor_us = 1.0
+    svg = trend_chart(t)
+    ys = {pt.split(",")[1] for pt in re.search(r'class="floor" points="([^"]+)"', svg).group(1).split()}
+    assert len(ys) == 1  # flat: the same floor at every commit
+
+
+def test_implementations_of_one_case_share_a_chart(tmp_path):
+    results = _batch_sweep(tmp_path)
+    out = tmp_path / "site"
+    build_site(results, out, make_plots=False)
+    page = next(p for p in (out / "bench").iterdir() if p.name.startswith("h200-sxm_cuda_multi_step_distinct_b16"))
+    text = page.read_text()
+    chart = re.search(r'<svg class="compare".*?</svg>', text, re.S).group(0)
+    assert sorted(re.findall(r'data-impl="([^"]+)"', chart)) == ["lru_sequential", "multi_step"]
+    assert len(re.findall(r'<circle class="pt"', chart)) == 8  # 2 implementations x 4 commits
+    assert "All implementations of this case" in text
+    # a case measured by one implementation only has no such chart
+    solo = _batch_sweep(tmp_path / "solo", impls=("multi_step",))
+    build_site(solo, tmp_path / "solo_site", make_plots=False)
+    assert all('class="compare"' not in p.read_text() for p in (tmp_path / "solo_site" / "bench").iterdir())

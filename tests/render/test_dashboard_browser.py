@@ -21,6 +21,7 @@ import pytest
 
 from _regression_data import T0, fake_commit, make_run, write_run
 from hisparse.render.dashboard import build_site
+from hisparse.track.series import load_history
 
 BROWSER = os.environ.get("HISPARSE_CHROMIUM") or next(
     (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
@@ -63,7 +64,7 @@ def site(tmp_path_factory):
         plots.mkdir()
         (plots / "latency_vs_batch.png").write_bytes(PNG_1X1)
     out = tmp / "site"
-    build_site(results, out, make_plots=False)
+    build_site(load_history(results), out, make_plots=False)
     return tmp, out
 
 
@@ -103,3 +104,72 @@ def test_commit_page_renders_plots_offline(site):
     assert requested == []
     assert re.search(r'<img alt="latency_vs_batch" src="data:image/png;base64,', dom)
     assert "multi_step/distinct/b8/s4/k64/h128/i64/pdl1" in dom
+
+
+@pytest.fixture(scope="module")
+def rich_site(tmp_path_factory):
+    """Two implementations measuring the same cases (batch 1, 2, 16) over 4 commits, then a reference
+    (CPU) run without GPU facts at a fifth commit, on the same machine."""
+    import random
+
+    from _regression_data import make_case
+
+    tmp = tmp_path_factory.mktemp("browser-rich")
+    results = tmp / "results"
+    base = {"workload": "distinct", "steps": 4, "top_k": 64, "hot_buffer_size": 128, "item_size_bytes": 64,
+            "pdl": False, "shared_layers": 0, "workload_params": {}, "seed": 0}
+    for i in range(5):
+        backend = "reference" if i == 4 else "cuda"
+        run = make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": 1.0, "lru_sequential": 1.0},
+                       backend=backend)
+        if backend == "reference":
+            for key in ("gpu", "driver"):
+                run["environment"].pop(key)
+        rng = random.Random(i)
+        run["cases"] = [make_case({**base, "implementation": impl, "batch": b},
+                                  (100.0 if impl == "multi_step" else 200.0) * b, rng=rng)
+                        for impl in ("multi_step", "lru_sequential") for b in (16, 2, 1)]
+        write_run(results, run)
+    out = tmp / "site"
+    build_site(load_history(results), out, make_plots=False)
+    return tmp, out
+
+
+def test_index_sorts_cases_numerically_and_keeps_backends_apart(rich_site):
+    tmp, out = rich_site
+    dom, requested = render((out / "index.html").as_uri(), tmp, "rich-index")
+    assert requested == []
+    cases = re.findall(r">(multi_step/distinct/b\d+)/", dom)
+    assert cases == ["multi_step/distinct/b1", "multi_step/distinct/b1", "multi_step/distinct/b2",
+                     "multi_step/distinct/b2", "multi_step/distinct/b16", "multi_step/distinct/b16"]  # cuda, reference
+    assert len(re.findall(r'<svg class="spark"', dom)) == 12  # 6 cases x {cuda, reference}
+
+
+def test_benchmark_page_renders_implementations_floor_and_params_offline(rich_site):
+    tmp, out = rich_site
+    page = next(p for p in (out / "bench").iterdir() if p.name.startswith("h200-sxm_cuda_multi_step_distinct_b16"))
+    dom, requested = render(page.as_uri(), tmp, "rich-bench")
+    assert requested == []
+    trend = re.search(r'<svg class="trend".*?</svg>', dom, re.S).group(0)
+    assert len(re.findall(r'<circle class="pt"', trend)) == 4  # the 4 cuda commits; the CPU run is not here
+    assert '<polyline class="floor"' in trend
+    compare = re.search(r'<svg class="compare".*?</svg>', dom, re.S).group(0)
+    assert sorted(re.findall(r'data-impl="([^"]+)"', compare)) == ["lru_sequential", "multi_step"]
+    assert len(re.findall(r'<circle class="pt"', compare)) == 8
+    params = re.search(r'<table class="params">.*?</table>', dom, re.S).group(0)
+    assert re.search(r"<td[^>]*>pdl</td><td[^>]*>off</td>", params)
+    assert re.search(r"<td[^>]*>batch</td><td[^>]*>16</td>", params)
+
+
+def test_commits_and_cpu_commit_page_render_offline(rich_site):
+    tmp, out = rich_site
+    dom, requested = render((out / "commits.html").as_uri(), tmp, "rich-commits")
+    assert requested == []
+    row = re.search(rf"<tr>.*?{fake_commit(4)[:12]}.*?</tr>", dom, re.S).group(0)
+    assert ">h200-sxm<" in row and ">reference<" in row
+    dom, requested = render((out / "commit" / f"{fake_commit(4)[:12]}.html").as_uri(), tmp, "rich-cpu")
+    assert requested == []
+    assert "Reference backend: PyTorch on the CPU" in dom
+    assert "None" not in dom and "driver" not in dom
+    cases = re.findall(r">(multi_step/distinct/b\d+)/", dom)
+    assert cases == ["multi_step/distinct/b1", "multi_step/distinct/b2", "multi_step/distinct/b16"]

@@ -1,5 +1,8 @@
 """render/plots.py: every figure is written as a non-empty PNG; figures without data are skipped."""
+import statistics
 from pathlib import Path
+
+import pytest
 
 from hisparse.render import plots
 from hisparse.results.model import CaseResult, RunRecord
@@ -51,8 +54,8 @@ def _assert_png(path: Path):
 def test_all_figures_are_written(tmp_path):
     paths = plots.plot_run(_full_run(), tmp_path / "figs")
     names = sorted(p.name for p in paths)
-    assert names == ["floor_fraction.png", "hot_buffer_size.png", "latency_vs_batch.png", "pdl.png",
-                     "speedup_vs_batch.png"]
+    assert names == ["hot_buffer_size.png", "latency_vs_batch.png", "pdl.png", "speedup_vs_batch.png",
+                     "throughput_vs_batch.png"]
     for p in paths:
         _assert_png(p)
 
@@ -61,7 +64,7 @@ def test_figures_without_data_are_skipped(tmp_path):
     run = _run([_case("lru_sequential", "distinct", b, False) for b in (1, 2)], backend="reference")
     names = sorted(p.name for p in plots.plot_run(run, tmp_path))
     # no multi-step (no speedup), no PDL pairs, one hot size
-    assert names == ["floor_fraction.png", "latency_vs_batch.png"]
+    assert names == ["latency_vs_batch.png", "throughput_vs_batch.png"]
 
 
 def test_run_without_timed_cases_gives_no_figures(tmp_path):
@@ -88,3 +91,126 @@ def test_planned_copy_has_no_speedup_even_when_an_older_file_carries_one(tmp_pat
     assert plots.speedup_vs_batch(run, tmp_path) is None  # only planned cases: nothing to draw
     with_multi = _run(list(run.cases) + [_case("multi_step", "upstream", b, True) for b in (1, 8)])
     assert plots.speedup_vs_batch(with_multi, tmp_path).read_bytes().startswith(PNG_MAGIC)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the figures draw (read back from the matplotlib figure before it is saved)
+
+
+def _capture(monkeypatch):
+    """Record every saved figure: per panel its title, axis scales and the legend's lines."""
+    from matplotlib.container import ErrorbarContainer
+
+    figures = {}
+    original = plots._save
+
+    def save(fig, path, title):
+        panels = []
+        for ax in fig.axes:
+            if not ax.get_visible():
+                continue
+            lines = {}
+            for h, label in zip(*ax.get_legend_handles_labels()):
+                line = h[0] if isinstance(h, ErrorbarContainer) else h
+                lines[label] = {"color": line.get_color(), "linestyle": line.get_linestyle(),
+                                "marker": line.get_marker(), "mfc": line.get_markerfacecolor(),
+                                "x": list(line.get_xdata()), "y": [float(v) for v in line.get_ydata()]}
+            panels.append({"title": ax.get_title(), "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
+                           "lines": lines})
+        figures[path.name] = panels
+        return original(fig, path, title)
+
+    monkeypatch.setattr(plots, "_save", save)
+    return figures
+
+
+def _same_floor_run():
+    """Every implementation moves the same bytes: one PCIe floor, 5 us per batch entry."""
+    from dataclasses import replace
+
+    run = _full_run()
+    cases = [replace(c, floor={**c.floor, "pcie_floor_us": 5.0 * c.params["batch"]}) if c.ok else c
+             for c in run.cases]
+    return replace(run, cases=tuple(cases), floors={"pinned_h2d_gbps": 55.1})
+
+
+def test_latency_is_log_log_one_panel_per_workload_with_the_pcie_floor(monkeypatch, tmp_path):
+    figs = _capture(monkeypatch)
+    plots.latency_vs_batch(_same_floor_run(), tmp_path)
+    panels = figs["latency_vs_batch.png"]
+    assert [p["title"] for p in panels] == ["workload distinct", "workload upstream"]
+    for p in panels:
+        assert (p["xscale"], p["yscale"]) == ("log", "log")
+        floor = p["lines"]["PCIe floor"]
+        assert floor["x"] == [1, 8, 64] and floor["y"] == [5.0, 40.0, 320.0]
+        assert set(p["lines"]) == {"PCIe floor", "lru_sequential · PDL off", "multi_step · PDL on",
+                                   "multi_step · PDL off"}  # the hot-8192 case is one point: no line
+
+
+def test_a_floor_per_distinct_byte_count_named_by_implementation(monkeypatch, tmp_path):
+    figs = _capture(monkeypatch)
+    plots.latency_vs_batch(_full_run(), tmp_path)  # _case: floor = 0.6 x its own base time
+    lines = figs["latency_vs_batch.png"][0]["lines"]
+    assert lines["PCIe floor (lru_sequential)"]["y"] == pytest.approx([0.6 * 101, 0.6 * 108, 0.6 * 164])
+    assert lines["PCIe floor (multi_step)"]["y"] == pytest.approx([0.6 * 61, 0.6 * 68, 0.6 * 124])
+
+
+def test_styles_colour_per_implementation_line_style_per_variant(monkeypatch, tmp_path):
+    figs = _capture(monkeypatch)
+    plots.latency_vs_batch(_same_floor_run(), tmp_path)
+    lines = figs["latency_vs_batch.png"][0]["lines"]
+    on, off, lru = lines["multi_step · PDL on"], lines["multi_step · PDL off"], lines["lru_sequential · PDL off"]
+    assert on["color"] == off["color"] != lru["color"] and on["marker"] == off["marker"] != lru["marker"]
+    assert (on["linestyle"], off["linestyle"], lru["linestyle"]) == ("-", "--", "--")  # dashed = PDL off
+    assert on["x"] == [1, 8, 64] and on["y"] == pytest.approx([statistics.median(_samples(60 + b)) for b in (1, 8, 64)])
+
+
+def _samples(base):
+    return [base * (1 + 0.01 * i) for i in range(10)]
+
+
+def test_throughput_against_the_pinned_copy_ceiling(monkeypatch, tmp_path):
+    figs = _capture(monkeypatch)
+    plots.throughput_vs_batch(_same_floor_run(), tmp_path)
+    panel = figs["throughput_vs_batch.png"][0]
+    ceiling = panel["lines"]["pinned H2D copy ceiling 55.1 GB/s"]
+    assert ceiling["y"] == [55.1, 55.1]
+    got = panel["lines"]["multi_step · PDL on"]["y"]
+    assert got == pytest.approx([782 * b * 576 / (statistics.median(_samples(60 + b)) * 1e3) for b in (1, 8, 64)])
+
+
+def test_hot_buffer_plot_has_a_panel_per_step_count_and_item_size_lines(monkeypatch, tmp_path):
+    from dataclasses import replace
+
+    cases = [replace(_case("multi_step", "distinct", 64, True, hot=h, base=100 * s + i),
+                     params={**_case("multi_step", "distinct", 64, True, hot=h).params, "steps": s,
+                             "item_size_bytes": i})
+             for h in (4096, 8192) for s in (1, 4) for i in (576, 1152)]
+    figs = _capture(monkeypatch)
+    plots.hot_buffer_effect(_run(cases), tmp_path)
+    panels = figs["hot_buffer_size.png"]
+    assert [p["title"] for p in panels] == ["workload distinct, 1 step, batch 64",
+                                            "workload distinct, 4 steps, batch 64"]
+    for p in panels:
+        assert set(p["lines"]) == {"multi_step · 576 B items", "multi_step · 1152 B items"}
+        assert p["lines"]["multi_step · 576 B items"]["x"] == [4096, 8192]
+
+
+def test_sglang_implementations_are_hollow_in_the_hue_of_their_counterpart(monkeypatch, tmp_path):
+    ours, theirs = plots.impl_style("multi_step"), plots.impl_style("sglang_multi_step")
+    assert theirs.hollow and not ours.hollow and theirs.marker == ours.marker and theirs.color != ours.color
+    known = {s.color for s in plots.IMPL_STYLES.values()}
+    assert len(known) == len(plots.IMPL_STYLES)  # no two implementations share a colour
+    unknown = plots.impl_style("some_new_impl")
+    assert unknown == plots.impl_style("some_new_impl") and unknown.color not in known and not unknown.hollow
+    assert plots.impl_style("sglang_something_else").hollow
+
+    from dataclasses import replace
+
+    sg = [replace(c, params={**c.params, "implementation": "sglang_multi_step"})
+          for c in (_case("multi_step", "upstream", b, True) for b in (1, 8))]
+    figs = _capture(monkeypatch)
+    plots.latency_vs_batch(_run([_case("multi_step", "upstream", b, True) for b in (1, 8)] + sg), tmp_path)
+    lines = figs["latency_vs_batch.png"][0]["lines"]
+    assert lines["sglang_multi_step"]["mfc"] == "white" and lines["multi_step"]["mfc"] != "white"
+    assert lines["sglang_multi_step"]["marker"] == lines["multi_step"]["marker"] == "o"

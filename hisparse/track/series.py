@@ -1,0 +1,90 @@
+"""The recorded history made ready to show: every series with its change points (``load_history``).
+
+Detection lives here, in ``track``, so the dashboard (``hisparse.render.dashboard``) only draws what
+it is handed. A series is one case on one machine *and one backend*: a PyTorch-on-CPU reference run
+recorded on a GPU machine is a series of its own and never the latest point of a GPU series.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from hisparse import stats
+from hisparse.track import changepoint
+from hisparse.track.changepoint import ChangePoint
+from hisparse.track.history import RunFile, Series, build_series, order_commits, scan_runs
+
+REGRESSION = changepoint.REGRESSION
+IMPROVEMENT = changepoint.IMPROVEMENT
+MIN_POINTS = 4  # fewer timed commits than this: no trend to segment
+
+
+def detect(series: Series) -> list[ChangePoint]:
+    """Change points of a series' per-commit medians (time: lower is better), indexed into ``points``
+    (failed commits are skipped by the detector, not counted as a level)."""
+    idx = [i for i, p in enumerate(series.points) if p.ok]
+    if len(idx) < MIN_POINTS:
+        return []
+    found = changepoint.detect_changes([stats.median(series.points[i].samples_us) for i in idx],
+                                       direction=changepoint.METRIC_DIRECTION["time_us"],
+                                       samples=[series.points[i].samples_us for i in idx])
+    return [ChangePoint(**{**c.to_dict(), "index": idx[c.index]}) for c in found]
+
+
+@dataclass
+class TrackedSeries:
+    """A series, its change points and its PCIe floor per commit (None where not recorded)."""
+
+    series: Series
+    changes: list[ChangePoint] = field(default_factory=list)
+    floor_us: list[float | None] = field(default_factory=list)  # one per point
+
+    @property
+    def key(self) -> str:
+        # backend in the key: the reference and the cuda series of one case on one machine stay apart
+        s = self.series
+        return f"{s.machine}/{s.backend}/{s.case_id}"
+
+    @property
+    def regressions(self) -> list[ChangePoint]:
+        return [c for c in self.changes if c.kind == REGRESSION]
+
+
+@dataclass
+class History:
+    """What the dashboard shows: the runs, the files that could not be read, commit dates, tracked series."""
+
+    runs: list[RunFile]
+    skipped: list[tuple[Path, str]]
+    dates: dict[str, datetime]  # commit (or "run:<id>") -> ordering date
+    tracked: list[TrackedSeries]
+
+    @property
+    def regressions(self) -> list[tuple[TrackedSeries, ChangePoint]]:
+        return [(t, c) for t in self.tracked for c in t.regressions]
+
+
+def _floors(series: Series, runs: list[RunFile]) -> list[float | None]:
+    """The median recorded PCIe floor of the series' case in each point's runs."""
+    by_id = {r.run_id: r for r in runs}
+    out: list[float | None] = []
+    for p in series.points:
+        vals = [float(f) for rid in p.run_ids for c in by_id[rid].cases
+                if c["case_id"] == series.case_id and str(by_id[rid].data.get("backend") or "") == series.backend
+                for f in [(c.get("floor") or {}).get("pcie_floor_us")] if f]
+        out.append(stats.median(vals) if vals else None)
+    return out
+
+
+def track(runs: list[RunFile], *, repo: str | os.PathLike | None = None) -> list[TrackedSeries]:
+    """Every series of ``runs`` with its change points and floors."""
+    return [TrackedSeries(s, detect(s), _floors(s, runs)) for s in build_series(runs, repo=repo)]
+
+
+def load_history(results_dir: str | os.PathLike, *, repo: str | os.PathLike | None = None,
+                 machine: str | None = None) -> History:
+    """Read every run under ``results_dir`` (only ``machine``'s when given) and track its series."""
+    runs, skipped = scan_runs(results_dir, machine=machine)
+    return History(runs, skipped, order_commits(runs, repo), track(runs, repo=repo))
