@@ -18,19 +18,13 @@ from hisparse.track.history import RunFile, Series, build_series, order_commits,
 
 REGRESSION = changepoint.REGRESSION
 IMPROVEMENT = changepoint.IMPROVEMENT
-MIN_POINTS = 4  # fewer timed commits than this: no trend to segment
 
 
 def detect(series: Series) -> list[ChangePoint]:
-    """Change points of a series' per-commit medians (time: lower is better), indexed into ``points``
-    (failed commits are skipped by the detector, not counted as a level)."""
-    idx = [i for i, p in enumerate(series.points) if p.ok]
-    if len(idx) < MIN_POINTS:
-        return []
-    found = changepoint.detect_changes([stats.median(series.points[i].samples_us) for i in idx],
-                                       direction=changepoint.METRIC_DIRECTION["time_us"],
-                                       samples=[series.points[i].samples_us for i in idx])
-    return [ChangePoint(**{**c.to_dict(), "index": idx[c.index]}) for c in found]
+    """Change points of a series (time: lower is better), indexed into ``points``; failed commits
+    are skipped by the detector, not counted as a level (hisparse.track.changepoint.change_points)."""
+    return changepoint.change_points([p.samples_us if p.ok else None for p in series.points],
+                                     direction=changepoint.METRIC_DIRECTION["time_us"])
 
 
 @dataclass
