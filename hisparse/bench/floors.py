@@ -8,6 +8,9 @@
   of calls_per_graph calls, L2 flushed between replays). Scattered rows over a large pinned pool
   gather markedly slower than PCIe bandwidth (33-41 vs 49 GB/s measured), so this floor is the
   fairer one for "how much is left".
+
+The ratios of a case's median to these floors (and its GB/s) are not stored: they are computed from
+the result when read (hisparse.results.model.derived_figures).
 """
 from __future__ import annotations
 

@@ -148,6 +148,24 @@ V1_SPLIT_KEYS = ("rounds", "samples_per_round", "warmup_us", "placements", "proc
                  "replay_us", "retime_errors")
 
 
+V1_ARGUMENTS = ("timing", "samples_us", "stats", "derived", "clocks")
+
+
+def _v1_arguments(case_id: str, status: str, v1: dict, base: "CaseResult | None", link: Any,
+                  errors: Any) -> tuple[dict, list, Any, tuple]:
+    """(settings, runs, speedup_link, retime_errors) of a CaseResult built from v1's fields ``v1``,
+    over ``base``'s v1 view where ``dataclasses.replace`` gave both; upgraded as a v1 file's case is."""
+    unknown = set(v1) - set(V1_ARGUMENTS)
+    if unknown:
+        raise TypeError(f"CaseResult: unexpected argument(s) {sorted(unknown)}")
+    if base is not None:
+        flat = base.flat_dict()
+        v1 = {**{k: flat[k] for k in ("timing", "samples_us", "clocks", "derived")}, **v1}
+        link, errors = None, ()  # both are in that view (derived, timing)
+    up = _case_v1_to_v2({"case_id": case_id, "status": status, **v1})
+    return up["settings"], up["runs"], link or up["speedup_link"], tuple(errors or ()) + tuple(up["retime_errors"])
+
+
 @dataclass(frozen=True, init=False)
 class CaseResult:
     """One case of a run: what was measured (``runs``, one per process and timing round, in order) and
@@ -175,18 +193,13 @@ class CaseResult:
                  runs: Any = (), work: dict | None = None, floor: dict | None = None,
                  speedup_link: SpeedupLink | dict | None = None, retime_errors: Any = (), wall_s: float = 0.0,
                  **v1: Any) -> None:
-        unknown = set(v1) - {"timing", "samples_us", "stats", "derived", "clocks"}
-        if unknown:
-            raise TypeError(f"CaseResult: unexpected argument(s) {sorted(unknown)}")
         if v1:
+            base = None
             if settings is not None or runs:  # dataclasses.replace(case, timing=...): v1's replace, on v1's view
-                flat = CaseResult(case_id, params, status, reason, settings, runs, work, floor, speedup_link,
-                                  retime_errors, wall_s).flat_dict()
-                v1 = {**{k: flat[k] for k in ("timing", "samples_us", "clocks", "derived")}, **v1}
-                retime_errors, speedup_link = (), None  # both are in that view (timing, derived)
-            up = _case_v1_to_v2({"case_id": case_id, "status": status, **v1})
-            settings, runs, retime_errors = up["settings"], up["runs"], tuple(retime_errors) + tuple(up["retime_errors"])
-            speedup_link = speedup_link or up["speedup_link"]
+                base = CaseResult(case_id, params, status, reason, settings, runs, work, floor, speedup_link,
+                                  retime_errors, wall_s)
+            settings, runs, speedup_link, retime_errors = _v1_arguments(case_id, status, v1, base, speedup_link,
+                                                                        retime_errors)
         if isinstance(speedup_link, dict):
             speedup_link = SpeedupLink(str(speedup_link.get("baseline")), speedup_link.get("value"))
         put = partial(object.__setattr__, self)
