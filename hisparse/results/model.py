@@ -207,7 +207,7 @@ class CaseResult:
         put("params", params)
         put("status", status)
         put("reason", reason)
-        put("settings", dict(settings or {}))
+        put("settings", dict(settings) if isinstance(settings, dict) else settings or {})  # _check names a bad one
         put("runs", tuple(r if isinstance(r, Run) else Run.from_dict(r, f"case {case_id}: runs[{i}]")
                           for i, r in enumerate(runs or ())))
         put("work", work)

@@ -278,6 +278,17 @@ def test_bad_runs_are_refused_naming_the_field(tmp_path, run, match):
         load_run(path)
 
 
+def test_a_bad_settings_or_link_is_refused(tmp_path):
+    for field, value, match in (("settings", ["rounds", 2], "settings must be objects"),
+                                ("speedup_link", {"value": 1.0}, "speedup_link")):
+        data = json.loads(GOLDEN_V2.read_text())
+        data["cases"][0][field] = value
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(ResultFormatError, match=match):
+            load_run(path)
+
+
 def test_runs_out_of_order_are_refused():
     with pytest.raises(ResultFormatError, match="order"):
         CaseResult(case_id="a", params={}, status="ok", runs=(Run(1, 0, (1.0,)), Run(0, 0, (1.0,))))
