@@ -9,31 +9,26 @@ per-process effect that more rounds inside one process cannot average out.
 """
 from __future__ import annotations
 
-import json
 import statistics as st
 import sys
 
+from hisparse.results.model import CaseResult, load_run
 
-def round_medians(case: dict) -> list[float]:
-    samples = case["samples_us"]
-    counts = case.get("timing", {}).get("samples_per_round") or [len(samples)]
-    out, at = [], 0
-    for n in counts:
-        out.append(st.median(samples[at:at + n]))
-        at += n
-    return out
+
+def round_medians(case: CaseResult) -> list[float]:
+    return [st.median(r.samples_us) for r in case.runs]
 
 
 def main(paths: list[str]) -> int:
-    runs = [json.load(open(p, encoding="utf-8")) for p in paths]
-    ids = [c["case_id"] for c in runs[0]["cases"] if c.get("status") == "ok"]
+    runs = [load_run(p) for p in paths]  # the results reader: any schema version
+    ids = [c.case_id for c in runs[0].cases if c.ok]
     print(f"{'case':<52} {'within':>7} {'between':>8}  round medians per run (us)")
     for cid in ids:
         per_run = []
         for run in runs:
-            case = next((c for c in run["cases"] if c["case_id"] == cid and c.get("status") == "ok"), None)
+            case = next((c for c in run.cases if c.case_id == cid and c.ok), None)
             if case is not None:
-                per_run.append((round_medians(case), st.median(case["samples_us"])))
+                per_run.append((round_medians(case), case.median_us))
         if not per_run:
             continue
         within = max(max(r) / min(r) - 1 for r, _ in per_run)

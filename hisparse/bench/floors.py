@@ -8,6 +8,9 @@
   of calls_per_graph calls, L2 flushed between replays). Scattered rows over a large pinned pool
   gather markedly slower than PCIe bandwidth (33-41 vs 49 GB/s measured), so this floor is the
   fairer one for "how much is left".
+
+The ratios of a case's median to these floors (and its GB/s) are not stored: they are computed from
+the result when read (hisparse.results.model.derived_figures).
 """
 from __future__ import annotations
 
@@ -158,16 +161,4 @@ def floor_dict(work: Work, gather: timing.Measurement | None, pinned: PinnedBand
         "pcie_floor_us": pcie,
         "gather_floor_us": stats.median(gather.samples_us) if gather is not None else None,
         "gather_samples_us": list(gather.samples_us) if gather is not None else [],
-    }
-
-
-def derived_dict(median_us: float, work: Work, floor: dict[str, Any]) -> dict[str, Any]:
-    def over(f: float | None) -> float | None:
-        return median_us / f if f else None
-
-    return {
-        "gbps": work.bytes_per_call / (median_us * 1e3) if median_us > 0 else None,
-        "over_pcie_floor": over(floor.get("pcie_floor_us")),
-        "over_gather_floor": over(floor.get("gather_floor_us")),
-        "speedup_vs_lru_sequential": None,  # filled in once the baseline case is in the run
     }

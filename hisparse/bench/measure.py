@@ -12,8 +12,8 @@ Order inside a case (a fast wrong kernel posts no number, harness.md §4):
 5. the gather floor of the recorded rows, timed the same way;
 6. rounds 1..``timing.rounds``-1: drop the workload, build it again (same seed: same schedule and
    rows; new device allocations, host rows read ``round_host_offset_rows`` further into the shared
-   pinned pool), time it again (no checks, no recorded calls, no floor). The samples of every round
-   are pooled (``timing.pool``): the per-case statistics are over all of them.
+   pinned pool), time it again (no checks, no recorded calls, no floor). Each round is one ``Run`` of
+   the result (``run_of``); the per-case statistics (CaseResult properties) pool all of them.
 Any exception (OOM, build error, unavailable kernel) fails the case with its message; the sweep goes
 on. KeyboardInterrupt is not caught.
 """
@@ -26,11 +26,10 @@ from dataclasses import replace
 from typing import Any
 
 from hisparse.bench import floors as floors_mod
-from hisparse import stats
 from hisparse.bench import calls as implementations
 from hisparse.bench import timing
 from hisparse.bench.floors import PinnedBandwidth
-from hisparse.results.model import CaseResult, RunRecord, RunWriter
+from hisparse.results.model import CaseResult, Run, RunRecord, RunWriter, SpeedupLink
 
 MAX_REASON_VIOLATIONS = 3
 
@@ -201,15 +200,32 @@ def run_case(
         held.clear()
         release(backend.device)
 
-    measurement = timing.pool(rounds)
-    summary = stats.summary(measurement.samples_us, measurement.replay_us)
-    floor = floors_mod.floor_dict(work, gather, floors)
     return CaseResult(
         case_id=case.case_id, params=params, status="ok", reason=None,
-        timing={**measurement.timing_dict(), "placements": placements}, samples_us=measurement.samples_us, stats=summary.to_dict(),
-        work=work.to_dict(), floor=floor, derived=floors_mod.derived_dict(summary.median, work, floor),
-        clocks=measurement.clocks.to_dict(), wall_s=time.perf_counter() - t0,
+        settings={**settings_of(rounds[0]), "rounds": int(case.timing.rounds)},
+        runs=tuple(run_of(m, process=0, round_index=r, where=placements[r]) for r, m in enumerate(rounds)),
+        work=work.to_dict(), floor=floors_mod.floor_dict(work, gather, floors), wall_s=time.perf_counter() - t0,
     )
+
+
+def settings_of(m: timing.Measurement) -> dict:
+    """The ``settings`` of a result: the timing settings as ``time_calls`` applied them (at least
+    MIN_SAMPLES samples, the method of the backend); ``replays_per_sample`` only when above 1."""
+    d = {"calls_per_graph": m.calls_per_graph, "replays": m.replays, "warmup_calls": m.warmup_calls,
+         "l2_flush": m.l2_flush, "method": m.method}
+    if m.replays_per_sample > 1:
+        d["replays_per_sample"] = m.replays_per_sample
+    return d
+
+
+def run_of(m: timing.Measurement, *, process: int, round_index: int, where: dict | None) -> Run:
+    """One timing round (one ``time_calls``) as a result's Run; ``replay_us`` only where a sample
+    averaged several replays (else they are the samples, stored once)."""
+    if len(m.round_sizes) != 1:
+        raise ValueError(f"run_of: one round per Run, got a pool of {len(m.round_sizes)}")
+    return Run(process=process, round=round_index, samples_us=m.samples_us,
+               replay_us=m.replay_us if m.replays_per_sample > 1 else (), warmup_us=m.warmup_us,
+               clocks=m.clocks.to_dict(), placement=where)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,13 +239,13 @@ def _baseline_id(params: dict) -> str | None:
 
 
 def link_speedups(record: RunRecord, baseline_of: Callable[[dict], str | None] = _baseline_id) -> RunRecord:
-    """Fill ``derived.speedup_vs_lru_sequential`` = median(baseline) / median(case) for every ok case
-    that has a baseline (``Case.baseline_id``: the same work by sequential LRU, pdl off) ok in the run,
-    and name that baseline in ``derived.speedup_baseline``."""
+    """Link every ok case that has a baseline (``Case.baseline_id``: the same work by sequential LRU,
+    pdl off) to it: ``speedup_link`` = (baseline id, median(baseline) / median(case)), the value None
+    while the baseline is not ok in the run."""
     by_id = {c.case_id: c for c in record.cases}
     updated = []
     for c in record.cases:
-        base_id = baseline_of(c.params) if c.ok and c.derived is not None else None
+        base_id = baseline_of(c.params) if c.ok else None
         if base_id is None:
             updated.append(c)
             continue
@@ -237,9 +253,8 @@ def link_speedups(record: RunRecord, baseline_of: Callable[[dict], str | None] =
         speedup = None
         if base is not None and base.ok and c.median_us:
             speedup = base.median_us / c.median_us
-        if (c.derived.get("speedup_vs_lru_sequential"), c.derived.get("speedup_baseline")) != (speedup, base_id):
-            c = replace(c, derived={**c.derived, "speedup_vs_lru_sequential": speedup, "speedup_baseline": base_id})
-        updated.append(c)
+        link = SpeedupLink(base_id, speedup)
+        updated.append(c if c.speedup_link == link else replace(c, speedup_link=link))
     return replace(record, cases=tuple(updated))
 
 

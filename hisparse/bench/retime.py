@@ -5,13 +5,13 @@ device buffers land, but some state is fixed for a whole process: on the H200 se
 shared host rows ran 4.9% apart between three processes while every round of one process agreed
 (results/stability/README.md). ``hisparse-bench run --processes N`` therefore runs the sweep (checks,
 recorded calls, floors, rounds) and then N-1 fresh processes of ``hisparse-bench retime RUN``, each
-adding ``timing.rounds`` more rounds to every ok case of the file: samples pooled, statistics and
-derived figures recomputed, the split kept (``timing.samples_per_round``, ``timing.samples_per_process``).
+adding ``timing.rounds`` more runs (process index p, rounds 0..) to every ok case of the file; the
+case's statistics and derived figures are computed from all its runs whenever they are read.
 
 A retime process does no checks: the data (same seed) and the kernels are those the first process
 checked before it timed. A case that fails in a retime process keeps what it had (the reason goes to
-``timing.retime_errors``); the file is rewritten after every case, so an interrupted retime leaves
-every case whole, some with one process fewer (``timing.processes`` says how many).
+``retime_errors``); the file is rewritten after every case, so an interrupted retime leaves every case
+whole, some with one process fewer (``CaseResult.processes`` says how many).
 """
 from __future__ import annotations
 
@@ -20,12 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hisparse import stats
 from hisparse.bench import measure
 from hisparse.results import metadata
 from hisparse.bench import timing
 from hisparse.errors import HisparseError
-from hisparse.bench.floors import Work, derived_dict
 from hisparse.results.model import CaseResult, RunRecord, RunWriter, load_run
 
 
@@ -33,46 +31,40 @@ class RetimeError(HisparseError):
     """The run file cannot be retimed here (its config changed, another backend...)."""
 
 
-def _measurement_of(result: CaseResult) -> timing.Measurement:
-    """A stored case's samples back as one (pooled) Measurement."""
-    t, clocks = result.timing, result.clocks or {}
-    return timing.Measurement(
-        method=t.get("method", timing.METHOD_CUDA), samples_us=tuple(result.samples_us),
-        warmup_us=tuple(t.get("warmup_us") or ()), calls_per_graph=int(t["calls_per_graph"]),
-        replays=int(t["replays"]), warmup_calls=int(t["warmup_calls"]), l2_flush=bool(t["l2_flush"]),
-        clocks=timing.Clocks(source=clocks.get("source", "n/a"), sm_mhz=tuple(clocks.get("sm_mhz") or ()),
-                             mem_mhz=tuple(clocks.get("mem_mhz") or ()),
-                             throttle_reasons=tuple(clocks.get("throttle_reasons") or ())),
-        samples_per_round=tuple(t.get("samples_per_round") or (len(result.samples_us),)),
-        replays_per_sample=int(t.get("replays_per_sample", 1)), replay_us=result.replay_us,
-    )
+# Settings every run of one case must share: their samples are pooled.
+POOLED_SETTINGS = ("calls_per_graph", "replays", "warmup_calls", "l2_flush", "method", "replays_per_sample")
+
+
+def _pooled(settings: dict) -> dict:
+    return {"replays_per_sample": 1, **{k: settings[k] for k in POOLED_SETTINGS if k in settings}}
 
 
 def merge(result: CaseResult, rounds: list[timing.Measurement], placements: list[dict]) -> CaseResult:
-    """``result`` plus one more process's rounds: pooled samples, recomputed stats and derived."""
-    pooled = timing.pool([_measurement_of(result), *rounds])
-    old = result.timing
-    added = sum(len(m.samples_us) for m in rounds)
-    per_process = list(old.get("samples_per_process") or [len(result.samples_us)]) + [added]
-    new_timing = {**old, **pooled.timing_dict(), "placements": list(old.get("placements") or []) + placements,
-                  "processes": len(per_process), "samples_per_process": per_process}
-    summary = stats.summary(pooled.samples_us, pooled.replay_us)
-    derived = derived_dict(summary.median, Work(**result.work), result.floor or {}) if result.work else result.derived
-    return replace(result, timing=new_timing, samples_us=pooled.samples_us, stats=summary.to_dict(),
-                   derived=derived, clocks=pooled.clocks.to_dict())
+    """``result`` plus one more process's rounds, as runs of the next process index (placements[i]
+    for round i). Refuses rounds timed with other settings than the case's: they cannot be pooled."""
+    if not rounds:
+        return result
+    old, new = _pooled(result.settings), _pooled(measure.settings_of(rounds[0]))
+    differ = [k for k in old if old[k] != new.get(k)]  # keys an older file did not record are not checked
+    if differ:
+        raise ValueError(f"merge: {result.case_id}: rounds timed with other settings ({', '.join(differ)}) "
+                         "cannot be pooled with the case's")
+    process = max((r.process for r in result.runs), default=-1) + 1
+    runs = tuple(measure.run_of(m, process=process, round_index=i, where=placements[i] if i < len(placements) else None)
+                 for i, m in enumerate(rounds))
+    return replace(result, runs=result.runs + runs)
 
 
 def retime_case(case: Any, result: CaseResult, backend: Any,
                 make_workload: Callable[..., Any] | None = None) -> CaseResult:
     """``case.timing.rounds`` rounds of ``case`` in this process, merged into ``result``; on failure
-    ``result`` unchanged but for ``timing.retime_errors``."""
+    ``result`` unchanged but for ``retime_errors``."""
     make = make_workload or measure.default_make_workload
     try:
         rounds, placements = measure.time_rounds(case, backend, make, timing.Settings.of(case.timing),
                                                  range(int(case.timing.rounds)))
     except Exception as e:  # noqa: BLE001 (one case's failure is recorded; the others go on)
-        errors = list(result.timing.get("retime_errors") or []) + [f"{type(e).__name__}: {e}"]
-        return replace(result, timing={**result.timing, "retime_errors": errors})
+        return replace(result, retime_errors=result.retime_errors + (f"{type(e).__name__}: {e}",))
     return merge(result, rounds, placements)
 
 

@@ -1,9 +1,10 @@
 """Result files: the dataclasses of docs/results-format.md, loading (with upgrade-on-load), atomic
 writing, and the writer that keeps a sweep's file current after every case (``--resume``).
 
-The field order of ``CaseResult`` is the order of the keys in the file (Liger practice 15). Raw
-samples are always stored; ``stats`` and ``derived`` are conveniences recomputable from them
-(``hisparse.stats``).
+The one reader and writer of run files (hisparse.track.history's RunFile is a view of a RunRecord).
+Measurement model in pyperf's manner (schema v2): a case holds its runs, one per process and timing
+round, each with its raw samples, per-replay times, warm-ups, clocks and placement; statistics
+(``hisparse.stats``) and derived figures are properties computed from them, never stored beside them.
 """
 from __future__ import annotations
 
@@ -11,15 +12,17 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
+from hisparse import stats
 from hisparse.results import metadata
 from hisparse.errors import ResultFormatError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed", "skipped")
 BACKENDS = ("cuda", "reference")
 
@@ -44,56 +47,303 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _floats(where: str, values: Any) -> tuple[float, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise ResultFormatError(f"{where}: expected a list of numbers, got {type(values).__name__}")
+    try:
+        return tuple(float(x) for x in values)
+    except (TypeError, ValueError) as e:
+        raise ResultFormatError(f"{where}: expected a list of numbers ({e})") from e
+
+
+def _int(where: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ResultFormatError(f"{where}: expected an integer >= 0, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
+class Run:
+    """One timing round of one process (pyperf's "run"): what that round measured, nothing computed.
+
+    ``samples_us``: microseconds per call, one per sample; ``replay_us``: every graph replay's own time
+    where a sample averaged several replays (``settings.replays_per_sample`` > 1), else empty (the
+    replays are the samples: stored once); ``warmup_us``: the warm-up calls (and warm replay) before
+    the timed ones; ``clocks``: NVML readings, one per sample (``{"source", "sm_mhz", "mem_mhz",
+    "throttle_reasons"}``); ``placement``: where this round's buffers landed (hex addresses)."""
+
+    process: int
+    round: int
+    samples_us: tuple[float, ...]
+    replay_us: tuple[float, ...] = ()
+    warmup_us: tuple[float, ...] = ()
+    clocks: dict | None = None
+    placement: dict | None = None
+
+    def __post_init__(self) -> None:
+        where = f"run (process {self.process}, round {self.round})"
+        _int(f"{where}: process", self.process)
+        _int(f"{where}: round", self.round)
+        for name in ("samples_us", "replay_us", "warmup_us"):
+            object.__setattr__(self, name, _floats(f"{where}: {name}", getattr(self, name)))
+        if not self.samples_us:
+            raise ResultFormatError(f"{where}: samples_us is empty (a run is at least one sample)")
+        if self.replay_us and len(self.replay_us) % len(self.samples_us):
+            raise ResultFormatError(f"{where}: replay_us has {len(self.replay_us)} replays, not a multiple of "
+                                    f"the {len(self.samples_us)} samples (each sample averages the same number)")
+
+    @property
+    def replays(self) -> tuple[float, ...]:
+        """Every replay's time: ``replay_us``, or the samples where each sample is one replay."""
+        return self.replay_us or self.samples_us
+
+    def to_dict(self) -> dict:
+        return _clean({f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "run") -> "Run":
+        if not isinstance(data, dict):
+            raise ResultFormatError(f"{where}: expected an object, got {type(data).__name__}")
+        for key in ("process", "round", "samples_us"):
+            if key not in data:
+                raise ResultFormatError(f"{where}: missing field {key!r}")
+        for key in ("clocks", "placement"):
+            if data.get(key) is not None and not isinstance(data[key], dict):
+                raise ResultFormatError(f"{where}: {key}: expected an object or null")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class SpeedupLink:
+    """The engine's link of a case to its baseline (the same work by sequential LRU, pdl off) and
+    median(baseline) / median(this case) at write time. Stored, not derived: it needs another case,
+    and the link is the one owner of "which baseline" (nothing re-derives it when a file is read)."""
+
+    baseline: str
+    value: float | None
+
+    def to_dict(self) -> dict:
+        return _clean({"baseline": self.baseline, "value": self.value})
+
+
+def derived_figures(median_us: float | None, work: dict | None, floor: dict | None) -> dict[str, float | None]:
+    """``gbps`` (bytes per call over the median), ``over_pcie_floor`` and ``over_gather_floor`` (the
+    median over each floor): arithmetic on a case's work, floors and median, so never stored."""
+    def over(f: Any) -> float | None:
+        return median_us / f if median_us is not None and f else None
+
+    nbytes = (work or {}).get("bytes_per_call")
+    return {
+        "gbps": nbytes / (median_us * 1e3) if nbytes is not None and median_us else None,
+        "over_pcie_floor": over((floor or {}).get("pcie_floor_us")),
+        "over_gather_floor": over((floor or {}).get("gather_floor_us")),
+    }
+
+
+# The keys of v1's ``timing`` object that v2 keeps in ``runs`` (CaseResult.timing rebuilds them).
+V1_SPLIT_KEYS = ("rounds", "samples_per_round", "warmup_us", "placements", "processes", "samples_per_process",
+                 "replay_us", "retime_errors")
+
+
+V1_ARGUMENTS = ("timing", "samples_us", "stats", "derived", "clocks")
+
+
+def _v1_arguments(case_id: str, status: str, v1: dict, base: "CaseResult | None", link: Any,
+                  errors: Any) -> tuple[dict, list, Any, tuple]:
+    """(settings, runs, speedup_link, retime_errors) of a CaseResult built from v1's fields ``v1``,
+    over ``base``'s v1 view where ``dataclasses.replace`` gave both; upgraded as a v1 file's case is."""
+    unknown = set(v1) - set(V1_ARGUMENTS)
+    if unknown:
+        raise TypeError(f"CaseResult: unexpected argument(s) {sorted(unknown)}")
+    if base is not None:
+        flat = base.flat_dict()
+        v1 = {**{k: flat[k] for k in ("timing", "samples_us", "clocks", "derived")}, **v1}
+        link, errors = None, ()  # both are in that view (derived, timing)
+    up = _case_v1_to_v2({"case_id": case_id, "status": status, **v1})
+    return up["settings"], up["runs"], link or up["speedup_link"], tuple(errors or ()) + tuple(up["retime_errors"])
+
+
+@dataclass(frozen=True, init=False)
 class CaseResult:
-    """One case of a run; ``samples_us`` are microseconds per call, one per replay."""
+    """One case of a run: what was measured (``runs``, one per process and timing round, in order) and
+    what the engine knew (``settings``: the timing settings as applied; ``work``, ``floor``, the
+    ``speedup_link``). Every statistic and derived figure is a property computed from the runs.
+
+    The field order is the order of the keys in the file. The constructor also takes the v1 field set
+    (``samples_us=``, ``timing=``, ``clocks=``, ``stats=``, ``derived=``) and upgrades it exactly as a
+    v1 file's case is upgraded: ``stats`` and all of ``derived`` but the speedup link are recomputed,
+    not taken."""
 
     case_id: str
     params: dict
     status: str
-    reason: str | None = None
-    timing: dict = field(default_factory=dict)
-    samples_us: tuple[float, ...] = ()
-    stats: dict | None = None
-    work: dict | None = None
-    floor: dict | None = None
-    derived: dict | None = None
-    clocks: dict | None = None
-    wall_s: float = 0.0
+    reason: str | None
+    settings: dict
+    runs: tuple[Run, ...]
+    work: dict | None
+    floor: dict | None
+    speedup_link: SpeedupLink | None
+    retime_errors: tuple[str, ...]
+    wall_s: float
 
-    def __post_init__(self) -> None:
+    def __init__(self, case_id: str, params: dict, status: str, reason: str | None = None, settings: dict | None = None,
+                 runs: Any = (), work: dict | None = None, floor: dict | None = None,
+                 speedup_link: SpeedupLink | dict | None = None, retime_errors: Any = (), wall_s: float = 0.0,
+                 **v1: Any) -> None:
+        if v1:
+            base = None
+            if settings is not None or runs:  # dataclasses.replace(case, timing=...): v1's replace, on v1's view
+                base = CaseResult(case_id, params, status, reason, settings, runs, work, floor, speedup_link,
+                                  retime_errors, wall_s)
+            settings, runs, speedup_link, retime_errors = _v1_arguments(case_id, status, v1, base, speedup_link,
+                                                                        retime_errors)
+        if isinstance(speedup_link, dict):
+            speedup_link = SpeedupLink(str(speedup_link.get("baseline")), speedup_link.get("value"))
+        put = partial(object.__setattr__, self)
+        put("case_id", case_id)
+        put("params", params)
+        put("status", status)
+        put("reason", reason)
+        put("settings", dict(settings) if isinstance(settings, dict) else settings or {})  # _check names a bad one
+        put("runs", tuple(r if isinstance(r, Run) else Run.from_dict(r, f"case {case_id}: runs[{i}]")
+                          for i, r in enumerate(runs or ())))
+        put("work", work)
+        put("floor", floor)
+        put("speedup_link", speedup_link)
+        put("retime_errors", tuple(str(e) for e in retime_errors or ()))
+        put("wall_s", float(wall_s or 0.0))
+        self._check()
+
+    def _check(self) -> None:
         if self.status not in STATUSES:
             raise ResultFormatError(f"case {self.case_id}: status must be one of {STATUSES}, got {self.status!r}")
-        if self.status == "ok" and not self.samples_us:
-            raise ResultFormatError(f"case {self.case_id}: status 'ok' needs samples_us")
-        object.__setattr__(self, "samples_us", tuple(float(x) for x in self.samples_us))
+        if self.status == "ok" and not self.runs:
+            raise ResultFormatError(f"case {self.case_id}: status 'ok' needs runs (samples)")
+        order = [(r.process, r.round) for r in self.runs]
+        if order != sorted(set(order)):
+            raise ResultFormatError(f"case {self.case_id}: runs must be in (process, round) order without repeats, "
+                                    f"got {order}")
+        if not isinstance(self.params, dict) or not isinstance(self.settings, dict):
+            raise ResultFormatError(f"case {self.case_id}: params and settings must be objects")
+
+    # ----- read API: every figure computed from the runs
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
-    @property
+    @cached_property
+    def samples_us(self) -> tuple[float, ...]:
+        """Every run's samples, pooled in (process, round) order."""
+        return tuple(x for r in self.runs for x in r.samples_us)
+
+    @cached_property
     def replay_us(self) -> tuple[float, ...]:
-        """Every graph replay's time (us per call): ``timing.replay_us`` where a sample averaged
-        several replays (``timing.replays_per_sample``), else the samples themselves."""
-        return tuple(float(x) for x in self.timing.get("replay_us") or self.samples_us)
+        """Every graph replay's time (us per call), pooled; the samples where a sample is one replay."""
+        return tuple(x for r in self.runs for x in r.replays)
+
+    @property
+    def processes(self) -> int:
+        return len({r.process for r in self.runs})
+
+    @property
+    def samples_per_round(self) -> list[int]:
+        return [len(r.samples_us) for r in self.runs]
+
+    @property
+    def samples_per_process(self) -> list[int]:
+        counts: dict[int, int] = {}
+        for r in self.runs:
+            counts[r.process] = counts.get(r.process, 0) + len(r.samples_us)
+        return list(counts.values())
+
+    @cached_property
+    def summary(self) -> stats.Summary | None:
+        """``hisparse.stats.summary`` of the pooled samples (modes of the replays); None without samples."""
+        return stats.summary(self.samples_us, self.replay_us) if self.samples_us else None
+
+    @property
+    def stats(self) -> dict | None:
+        """The ``stats`` object of v1 (``{"n", "median_us", "q1_us", ...}``), computed."""
+        return self.summary.to_dict() if self.summary is not None else None
 
     @property
     def median_us(self) -> float | None:
-        return None if not self.stats else self.stats.get("median_us")
+        return self.summary.median if self.summary is not None else None
 
     @property
     def speedup(self) -> float | None:
-        """``derived.speedup_vs_lru_sequential``: median of the baseline the engine linked at write time
-        (``derived.speedup_baseline``, the like-for-like sequential-LRU case) over this case's median.
-        The link is the one owner of "which baseline": nothing re-derives it when a file is read."""
-        derived = self.derived or {}
-        if not derived.get("speedup_baseline"):
+        """median(baseline) / median(this case), for the baseline the engine linked (``speedup_link``)."""
+        return self.speedup_link.value if self.speedup_link is not None else None
+
+    @property
+    def derived(self) -> dict | None:
+        """v1's ``derived`` object: gbps and the floor ratios computed, the speedup from the stored link."""
+        if not self.ok:
             return None
-        return derived.get("speedup_vs_lru_sequential")
+        out: dict[str, Any] = {**derived_figures(self.median_us, self.work, self.floor),
+                               "speedup_vs_lru_sequential": self.speedup}
+        if self.speedup_link is not None:
+            out["speedup_baseline"] = self.speedup_link.baseline
+        return out
+
+    @property
+    def clocks(self) -> dict | None:
+        """Every run's clock readings, concatenated in run order (sources that differ joined with "+")."""
+        parts = [r.clocks for r in self.runs if r.clocks is not None]
+        if not parts:
+            return None
+        out: dict[str, Any] = {}
+        for key in dict.fromkeys(k for p in parts for k in p):
+            values = [p.get(key) for p in parts]
+            if all(isinstance(v, list) or v is None for v in values):
+                out[key] = [x for v in values for x in v or ()]
+            else:
+                out[key] = "+".join(dict.fromkeys(str(v) for v in values if v is not None))
+        return out
+
+    @property
+    def timing(self) -> dict:
+        """v1's ``timing`` object: the settings plus the split of the pooled samples (rounds,
+        samples_per_round, processes, samples_per_process, placements, warmup_us, replay_us) and
+        ``retime_errors``, rebuilt from the runs."""
+        t = dict(self.settings)
+        if self.runs:
+            t["rounds"] = len(self.runs)
+            t["samples_per_round"] = self.samples_per_round
+            t["warmup_us"] = [x for r in self.runs for x in r.warmup_us]
+            if any(r.placement is not None for r in self.runs):
+                t["placements"] = [r.placement or {} for r in self.runs]
+            if self.processes > 1:
+                t["processes"], t["samples_per_process"] = self.processes, self.samples_per_process
+            if any(r.replay_us for r in self.runs):
+                t["replay_us"] = list(self.replay_us)
+        if self.retime_errors:
+            t["retime_errors"] = list(self.retime_errors)
+        return t
+
+    # ----- file form
 
     def to_dict(self) -> dict:
-        return _clean({f.name: getattr(self, f.name) for f in fields(self)})
+        """The case as written (schema v2): measured data only."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["runs"] = [r.to_dict() for r in self.runs]
+        d["speedup_link"] = self.speedup_link.to_dict() if self.speedup_link is not None else None
+        return _clean(d)
+
+    def flat_dict(self) -> dict:
+        """The case as one v1-shaped dict with every figure computed (``samples_us`` pooled, ``stats``,
+        ``derived``, ``timing``, ``clocks``) plus the ``runs``: for readers of plain dicts
+        (hisparse.track.history.RunFile.cases, the dashboard, the nightly gate)."""
+        return _clean({
+            "case_id": self.case_id, "params": self.params, "status": self.status, "reason": self.reason,
+            "timing": self.timing, "samples_us": self.samples_us, "stats": self.stats, "work": self.work,
+            "floor": self.floor, "derived": self.derived, "clocks": self.clocks, "wall_s": self.wall_s,
+            "runs": [r.to_dict() for r in self.runs],
+        })
 
     @classmethod
     def from_dict(cls, data: dict) -> "CaseResult":
@@ -102,17 +352,19 @@ class CaseResult:
         for key in ("case_id", "params", "status"):
             if key not in data:
                 raise ResultFormatError(f"case entry {data.get('case_id', '?')}: missing field {key!r}")
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}  # newer minor additions are ignored
-        kwargs["samples_us"] = tuple(kwargs.get("samples_us") or ())
-        kwargs["timing"] = kwargs.get("timing") or {}
-        kwargs["wall_s"] = float(kwargs.get("wall_s") or 0.0)
-        return cls(**kwargs)
+        if not isinstance(data.get("runs") or [], list):
+            raise ResultFormatError(f"case {data['case_id']}: runs must be a list")
+        link = data.get("speedup_link")
+        if link is not None and (not isinstance(link, dict) or not link.get("baseline")):
+            raise ResultFormatError(f"case {data['case_id']}: speedup_link must be {{\"baseline\", \"value\"}} or null")
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})  # newer minor additions are ignored
 
     @classmethod
     def failed(cls, case_id: str, params: dict, reason: str, *, timing: dict | None = None,
                wall_s: float = 0.0) -> "CaseResult":
-        return cls(case_id=case_id, params=params, status="failed", reason=reason, timing=timing or {},
+        """A case that was not timed; ``timing``: the settings it would have used."""
+        return cls(case_id=case_id, params=params, status="failed", reason=reason, settings=timing or {},
                    wall_s=wall_s)
 
 
@@ -168,7 +420,7 @@ class RunRecord:
     def to_dict(self) -> dict:
         # Key order of docs/results-format.md.
         return _clean({
-            "schema_version": self.schema_version,
+            "schema_version": SCHEMA_VERSION,  # the writer writes the current version only
             "run_id": self.run_id,
             "created": self.created,
             "finished": self.finished,
@@ -194,11 +446,132 @@ class RunRecord:
 #     "timing.processes" + "timing.samples_per_process" + "timing.retime_errors" (hisparse/bench/retime.py);
 #     "stats.modes"; "timing.replays_per_sample" + "timing.replay_us" (each sample the mean of that
 #     many replays; a v1 reader that ignores them reads valid samples; absent: one replay per sample).
+#   2 (2026-12): the measurement model. A case's pooled "samples_us" and the split keys of "timing"
+#     become "runs" (one object per process and timing round: process, round, samples_us, replay_us,
+#     warmup_us, clocks, placement); "timing" minus those keys becomes "settings"; "stats", "derived"
+#     and the case's "clocks" are no longer stored (computed from the runs: CaseResult properties);
+#     the speedup link ("derived.speedup_baseline" + "derived.speedup_vs_lru_sequential") becomes
+#     "speedup_link" {"baseline", "value"}; "timing.retime_errors" becomes "retime_errors".
+#     Upgrade (_UPGRADES[1], _case_v1_to_v2): rounds from timing.samples_per_round (absent: one),
+#     their process from timing.samples_per_process (absent: one); warm-ups, clock lists and
+#     placements split by round where their lengths line up, else kept whole on the first run.
 #
 # _UPGRADES[v] turns a version-v dict into a version-(v+1) dict; load applies them in order.
 
 
-_UPGRADES: dict[int, Any] = {}
+def _split(values: list, sizes: list[int]) -> list[list] | None:
+    """``values`` cut into consecutive pieces of ``sizes``; None when the lengths do not add up."""
+    if len(values) != sum(sizes):
+        return None
+    out, at = [], 0
+    for n in sizes:
+        out.append(values[at:at + n])
+        at += n
+    return out
+
+
+def _round_processes(case_id: str, sizes: list[int], per_process: list[int]) -> list[tuple[int, int]]:
+    """(process, round within it) of each v1 round: rounds fill the processes' sample counts in order."""
+    out, process, used, round_in = [], 0, 0, 0
+    for n in sizes:
+        if process < len(per_process) and used >= per_process[process]:
+            process, used, round_in = process + 1, 0, 0
+        out.append((process, round_in))
+        used += n
+        round_in += 1
+        if process >= len(per_process) or used > per_process[process]:
+            raise ResultFormatError(f"case {case_id}: timing.samples_per_process {per_process} does not split "
+                                    f"timing.samples_per_round {sizes} into whole rounds")
+    return out
+
+
+def _v1_runs(case_id: str, samples: list, timing: dict, clocks: dict | None) -> list[dict]:
+    """The v2 ``runs`` of a v1 case: its pooled samples (and what was concatenated with them) cut by round."""
+    if not samples:
+        return []
+    sizes = [int(n) for n in timing.get("samples_per_round") or [len(samples)]]
+    if sum(sizes) != len(samples) or any(n <= 0 for n in sizes):
+        raise ResultFormatError(f"case {case_id}: timing.samples_per_round {sizes} does not add up to the "
+                                f"{len(samples)} samples_us")
+    k = int(timing.get("replays_per_sample") or 1)
+    replay = list(timing.get("replay_us") or [])
+    replays = _split(replay, [n * k for n in sizes]) if replay else [[] for _ in sizes]
+    if replays is None:
+        raise ResultFormatError(f"case {case_id}: timing.replay_us has {len(replay)} replays, not "
+                                f"{k} (replays_per_sample) x {len(samples)} samples")
+    where = _round_processes(case_id, sizes, [int(n) for n in timing.get("samples_per_process") or [len(samples)]])
+    warm = list(timing.get("warmup_us") or [])
+    warms = _split(warm, [len(warm) // len(sizes)] * len(sizes)) or [warm] + [[] for _ in sizes[1:]]
+    placements = timing.get("placements") if isinstance(timing.get("placements"), list) else []
+    per_clock = _v1_clocks(clocks, sizes) if isinstance(clocks, dict) else [None] * len(sizes)
+    return [{"process": p, "round": r, "samples_us": s, "replay_us": rep, "warmup_us": w, "clocks": c,
+             "placement": placements[i] if len(placements) == len(sizes) else None}
+            for i, ((p, r), s, rep, w, c) in enumerate(zip(where, _split(samples, sizes), replays, warms, per_clock))]
+
+
+def _v1_clocks(clocks: dict, sizes: list[int]) -> list[dict]:
+    """v1's clock lists (one reading per sample, rounds concatenated) cut by round; lists of another
+    length (a sampler that lost NVML mid-case) stay whole with the first round."""
+    out = [{} for _ in sizes]
+    for key, value in clocks.items():
+        pieces = _split(list(value), sizes) if isinstance(value, list) else None
+        for i, d in enumerate(out):
+            if pieces is not None:
+                d[key] = pieces[i]
+            elif isinstance(value, list):
+                d[key] = list(value) if i == 0 else []
+            else:
+                d[key] = value
+    return out
+
+
+def _case_v1_to_v2(case: dict) -> dict:
+    """One v1 case dict as a v2 case dict (format history above)."""
+    case_id = case.get("case_id", "?")
+    timing = case.get("timing") if isinstance(case.get("timing"), dict) else {}
+    samples = list(case.get("samples_us") or [])
+    runs = _v1_runs(case_id, samples, timing, case.get("clocks"))
+    settings = {k: v for k, v in timing.items() if k not in V1_SPLIT_KEYS}
+    if runs:  # v1's timing.rounds counted every round of every process; the setting is per process
+        settings["rounds"] = sum(1 for r in runs if r["process"] == 0)
+    elif "rounds" in timing:
+        settings["rounds"] = timing["rounds"]
+    derived = case.get("derived") if isinstance(case.get("derived"), dict) else {}
+    link = ({"baseline": derived["speedup_baseline"], "value": derived.get("speedup_vs_lru_sequential")}
+            if derived.get("speedup_baseline") else None)
+    out = {k: v for k, v in case.items() if k not in ("timing", "samples_us", "stats", "derived", "clocks")}
+    return {**out, "settings": settings, "runs": runs, "speedup_link": link,
+            "retime_errors": list(timing.get("retime_errors") or [])}
+
+
+# Files written before ``derived.speedup_baseline`` existed (before 2026-11-29) compared every
+# implementation with plain lru_sequential of the same case; only multi_step's ratio is like for
+# like, so it is kept (linked to that baseline) and the others are dropped when such a file is read.
+LEGACY_SPEEDUP_BASELINE = "lru_sequential (same case; recorded before speedup_baseline existed)"
+
+
+def _legacy_speedup(case: dict) -> dict:
+    derived = case.get("derived")
+    if not isinstance(derived, dict) or "speedup_baseline" in derived or "speedup_vs_lru_sequential" not in derived:
+        return case
+    params = case.get("params") or {}
+    keep = params.get("implementation") == "multi_step" and derived.get("speedup_vs_lru_sequential") is not None
+    derived = dict(derived)
+    if keep:
+        derived["speedup_baseline"] = LEGACY_SPEEDUP_BASELINE
+    else:
+        derived["speedup_vs_lru_sequential"] = None
+    return {**case, "derived": derived}
+
+
+def _v1_to_v2(data: dict) -> dict:
+    if not isinstance(data.get("cases"), list):
+        return data  # run_from_dict names the problem
+    return {**data, "cases": [_case_v1_to_v2(_legacy_speedup(c)) if isinstance(c, dict) else c
+                              for c in data["cases"]]}
+
+
+_UPGRADES: dict[int, Any] = {1: _v1_to_v2}
 
 
 def upgrade(data: dict) -> dict:
@@ -222,30 +595,8 @@ def upgrade(data: dict) -> dict:
     return data
 
 
-# Files written before ``derived.speedup_baseline`` existed (before 2026-11-29) compared every
-# implementation with plain lru_sequential of the same case; only multi_step's ratio is like for
-# like, so it is kept (linked to that baseline) and the others are dropped when such a file is read.
-LEGACY_SPEEDUP_BASELINE = "lru_sequential (same case; recorded before speedup_baseline existed)"
-
-
-def _legacy_speedup(case: dict) -> dict:
-    derived = case.get("derived")
-    if not isinstance(derived, dict) or "speedup_baseline" in derived or "speedup_vs_lru_sequential" not in derived:
-        return case
-    params = case.get("params") or {}
-    keep = params.get("implementation") == "multi_step" and derived.get("speedup_vs_lru_sequential") is not None
-    derived = dict(derived)
-    if keep:
-        derived["speedup_baseline"] = LEGACY_SPEEDUP_BASELINE
-    else:
-        derived["speedup_vs_lru_sequential"] = None
-    return {**case, "derived": derived}
-
-
 def run_from_dict(data: dict) -> RunRecord:
     data = upgrade(data)
-    if isinstance(data.get("cases"), list):
-        data = {**data, "cases": [_legacy_speedup(c) if isinstance(c, dict) else c for c in data["cases"]]}
     for key in ("run_id", "created", "backend", "config", "environment", "cases"):
         if key not in data:
             raise ResultFormatError(f"run file: missing field {key!r}")

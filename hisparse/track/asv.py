@@ -45,6 +45,9 @@ ASV_RESULT_COLUMNS = ["result", "params", "version", "started_at", "duration", "
 RESULTS_API_VERSION = 2
 BENCHMARKS_API_VERSION = 2
 MACHINE_API_VERSION = 1
+# The hisparse run-file schema the converter reads (hisparse/results/model.py SCHEMA_VERSION, not
+# imported: see the module doc). Callers hand it what the results reader gives them, RunRecord.to_dict().
+RUN_SCHEMA_VERSION = 2
 
 
 def class_name(implementation: str) -> str:
@@ -196,19 +199,29 @@ def _compute_stats(samples_s: list[float]) -> tuple[float, dict]:
 
 
 def _case_samples_s(case: Mapping) -> list[float] | None:
+    """Every run's samples, pooled in run order, in seconds (None unless the case is ok)."""
     if case.get("status") != "ok":
         return None
-    samples = case.get("samples_us") or []
+    samples = [x for run in case.get("runs") or [] for x in run.get("samples_us") or []]
     return [float(x) * 1e-6 for x in samples] or None
+
+
+def _check_schema(run: Mapping) -> None:
+    version = run.get("schema_version")
+    if version != RUN_SCHEMA_VERSION:
+        raise ValueError(f"convert_run: expected a run dict of schema_version {RUN_SCHEMA_VERSION} "
+                         f"(hisparse.results.model.load_run(path).to_dict(), which upgrades older files), "
+                         f"got schema_version {version!r}")
 
 
 def results_document(run: Mapping, *, machine: str, env: str, commit_date_ms: int | None = None,
                      layout: Mapping[str, SuiteClass] | None = None) -> dict:
-    """The asv results (v2) document of one hisparse run (a result-file dict, schema_version 1).
+    """The asv results (v2) document of one hisparse run (a run dict of RUN_SCHEMA_VERSION).
 
     Grid points: "ok" cases carry their samples and stats; failed cases are None (asv: failed);
     skipped cases and pruned combinations are NaN (asv: skipped).
     """
+    _check_schema(run)
     cases = [c for c in run.get("cases", []) if c.get("params", {}).get("implementation")]
     layout = layout or suite_layout(c["params"] for c in cases)
     by_point = {(benchmark_name(c["params"]["implementation"]), grid_point(c["params"])): c for c in cases}
@@ -302,12 +315,14 @@ def write_machine_json(results_dir: Path, machine: str, info: Mapping) -> Path:
 
 def convert_run(run: Mapping, results_dir: str | os.PathLike, *, machine: str | None = None,
                 python: str | None = None, commit_date_ms: int | None = None) -> Path:
-    """Write one hisparse run (result-file dict) as asv results under ``results_dir``; returns the path.
+    """Write one hisparse run as asv results under ``results_dir``; returns the path. ``run``: the
+    run as the results reader gives it (``RunRecord.to_dict()``, schema RUN_SCHEMA_VERSION).
 
     ``machine``: HISPARSE_MACHINE, else the run's ``environment.machine``. ``commit_date_ms``: the
     commit's date as a JavaScript timestamp (asv orders graphs by it); default the run's start.
     Raises ValueError when the run has no commit (asv files are named by it) or no machine.
     """
+    _check_schema(run)
     env_block = run.get("environment") or {}
     machine = machine or os.environ.get("HISPARSE_MACHINE") or env_block.get("machine")
     commit = env_block.get("git_commit")

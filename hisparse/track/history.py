@@ -8,12 +8,13 @@ PYTHONPATH, so the worktree's package wins). The run file is recorded under the 
 finished run for this machine (or an asv result) is skipped; so is a tree with no runnable harness,
 with the reason. Only local git is used: it works on an offline GPU node.
 
-Reading (``scan_runs``, ``commit_dates``, ``build_series``) works on plain dicts per
-docs/results-format.md, so result files written by any older commit load too.
+Reading (``scan_runs``, ``commit_dates``, ``build_series``): every file is read by
+``hisparse.results.model.load_run`` (the one reader: older schema versions are upgraded), and
+``RunFile`` is a thin view of that record with plain dicts for its readers (``RunFile.cases``: per
+case ``CaseResult.flat_dict``, samples pooled, statistics computed).
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -21,13 +22,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 
 from hisparse.results import metadata
 from hisparse.errors import HisparseError, ResultFormatError
-from hisparse.results.model import SCHEMA_VERSION, upgrade
+from hisparse.results.model import RunRecord, load_run, write_run
 
 
 class HarnessUnavailable(HisparseError):
@@ -40,18 +42,24 @@ class HarnessUnavailable(HisparseError):
 
 @dataclass(frozen=True)
 class RunFile:
-    """One result file as read from disk (``data`` is the schema-1 dict)."""
+    """One result file as the results reader gave it (``record``), with the plain-dict views its
+    readers use: ``data`` (the file as written now, ``RunRecord.to_dict()``: what
+    ``hisparse.track.asv.convert_run`` takes) and ``cases`` (``CaseResult.flat_dict`` per case)."""
 
     path: Path
-    data: dict
+    record: RunRecord
+
+    @cached_property
+    def data(self) -> dict:
+        return self.record.to_dict()
 
     @property
     def run_id(self) -> str:
-        return str(self.data.get("run_id") or self.path.stem)
+        return str(self.record.run_id or self.path.stem)
 
     @property
     def environment(self) -> dict:
-        return self.data.get("environment") or {}
+        return self.record.environment or {}
 
     @property
     def commit(self) -> str | None:
@@ -67,15 +75,15 @@ class RunFile:
 
     @property
     def finished(self) -> bool:
-        return bool(self.data.get("finished"))
+        return bool(self.record.finished)
 
     @property
     def created(self) -> datetime:
-        return parse_time(self.data.get("created")) or datetime.fromtimestamp(self.path.stat().st_mtime, timezone.utc)
+        return parse_time(self.record.created) or datetime.fromtimestamp(self.path.stat().st_mtime, timezone.utc)
 
-    @property
+    @cached_property
     def cases(self) -> list[dict]:
-        return [c for c in self.data.get("cases") or [] if isinstance(c, dict) and c.get("case_id")]
+        return [c.flat_dict() for c in self.record.cases]
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -89,21 +97,13 @@ def parse_time(value: str | None) -> datetime | None:
 
 
 def read_run(path: str | os.PathLike) -> RunFile:
-    """Read one result file; ResultFormatError for unreadable JSON or an unknown schema_version
-    (older versions are upgraded with ``hisparse.results.model.upgrade``)."""
+    """Read one result file through ``hisparse.results.model.load_run``; ResultFormatError for a
+    missing or unreadable file, an unknown schema_version or a malformed case."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        return RunFile(path, load_run(path))
+    except FileNotFoundError as e:
         raise ResultFormatError(f"{path}: not a readable JSON run file ({e})") from e
-    if not isinstance(data, dict) or "cases" not in data:
-        raise ResultFormatError(f"{path}: not a run file (no 'cases')")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        try:
-            data = upgrade(data)
-        except ResultFormatError as e:
-            raise ResultFormatError(f"{path}: {e}") from e
-    return RunFile(path, data)
 
 
 def scan_runs(results_dir: str | os.PathLike, *,
@@ -206,7 +206,7 @@ def build_series(runs: Sequence[RunFile], *, repo: str | os.PathLike | None = No
     table: dict[tuple[str, str, str], Series] = {}
     for r in sorted(runs, key=lambda r: r.created):
         commit = r.commit or f"run:{r.run_id}"
-        backend = str(r.data.get("backend") or "")
+        backend = str(r.record.backend or "")
         for case in r.cases:
             key = (r.machine, backend, case["case_id"])
             series = table.setdefault(key, Series(case["case_id"], r.machine, backend, dict(case.get("params") or {})))
@@ -359,19 +359,14 @@ def _record(out_dir: Path, commit: str, results_dir: Path, machine: str, repo: P
             run = read_run(path)
         except ResultFormatError as e:
             return CommitOutcome(commit, "failed", str(e))
-        data = run.data
-        env_block = data.setdefault("environment", {})
-        recorded = env_block.get("git_commit")
+        recorded = run.commit
         if recorded and recorded != commit:
             return CommitOutcome(commit, "failed", f"the run recorded commit {recorded}, not {commit}")
-        env_block["git_commit"] = commit
         # The machine history was told is authoritative: an older harness may not read HISPARSE_MACHINE,
-        # and a run filed under another name would never count as measured here.
-        env_block["machine"] = machine
-        dest = runs_dir / path.name
-        tmp = dest.with_name(dest.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        os.replace(tmp, dest)
+        # and a run filed under another name would never count as measured here. Written by the results
+        # writer, so a file from an older commit's harness is recorded in the current schema.
+        record = replace(run.record, environment={**run.environment, "git_commit": commit, "machine": machine})
+        dest = write_run(record, runs_dir / path.name)
         plots = path.with_suffix("")
         if plots.is_dir():
             shutil.copytree(plots, runs_dir / plots.name, dirs_exist_ok=True)
@@ -380,7 +375,7 @@ def _record(out_dir: Path, commit: str, results_dir: Path, machine: str, repo: P
             from hisparse.track.asv import convert_run  # noqa: PLC0415
 
             date = commit_dates(repo, [commit]).get(commit)
-            asv_files.append(convert_run(data, results_dir / "asv", machine=machine,
+            asv_files.append(convert_run(record.to_dict(), results_dir / "asv", machine=machine,
                                          commit_date_ms=int(date.timestamp() * 1000) if date else None))
     return CommitOutcome(commit, "measured", None, tuple(run_files), tuple(asv_files))
 

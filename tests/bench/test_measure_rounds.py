@@ -129,7 +129,9 @@ def test_result_file_round_trips_with_the_round_keys(tmp_path):
                     floors=NOT_APPLICABLE.to_dict(), cases=(r,))
     path = write_run(rec, tmp_path / "run.json")
     raw = json.loads(path.read_text())["cases"][0]
-    assert raw["timing"]["rounds"] == 2 and raw["timing"]["samples_per_round"] == [10, 10]
+    assert raw["settings"]["rounds"] == 2 and [len(r["samples_us"]) for r in raw["runs"]] == [10, 10]
+    assert [(r["process"], r["round"]) for r in raw["runs"]] == [(0, 0), (0, 1)]
+    assert all(r["replay_us"] == [] for r in raw["runs"])  # one replay per sample: stored once, as samples
     loaded = load_run(path)
     assert loaded == rec
     c = loaded.cases[0]
@@ -206,3 +208,4 @@ def test_replays_per_sample_keeps_every_replay_and_reports_their_modes(tmp_path,
     merged = repeat.merge(loaded, more, [{}])
     assert merged.replay_us == pytest.approx(replay_times[:90]) and len(merged.samples_us) == 30
     assert merged.timing["replays_per_sample"] == 3
+    assert [(r.process, r.round) for r in merged.runs] == [(0, 0), (0, 1), (1, 0)] and merged.runs[2].placement == {}

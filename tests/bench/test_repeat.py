@@ -2,6 +2,7 @@
 run, on the reference backend with the real engine."""
 import json
 import statistics
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -49,6 +50,7 @@ def test_retime_adds_a_process_of_rounds_to_every_case(finished_run):
         assert list(new.samples_us[: len(old.samples_us)]) == list(old.samples_us)  # kept, new ones appended
         assert len(new.samples_us) == 40 and t["samples_per_process"] == [20, 20] and t["processes"] == 2
         assert t["samples_per_round"] == [10, 10, 10, 10] and t["rounds"] == 4 and len(t["placements"]) == 4
+        assert new.runs[:2] == old.runs and [(r.process, r.round) for r in new.runs[2:]] == [(1, 0), (1, 1)]
         assert new.stats["n"] == 40 and new.stats["median_us"] == pytest.approx(statistics.median(new.samples_us))
         assert new.derived["over_gather_floor"] == pytest.approx(new.stats["median_us"] / new.floor["gather_floor_us"])
         assert new.work == old.work and new.floor == old.floor  # round-0 quantities are not re-measured
@@ -93,7 +95,23 @@ def test_cli_run_with_processes_and_its_usage_error(tmp_path):
     assert result.exit_code == 0, result.output
     (path,) = out.glob("*.json")
     (case,) = json.loads(path.read_text())["cases"]
-    assert case["timing"]["processes"] == 2 and len(case["samples_us"]) == 40
+    assert [(r["process"], r["round"]) for r in case["runs"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert sum(len(r["samples_us"]) for r in case["runs"]) == 40
     result = CliRunner().invoke(main, ["run", str(cfg), "--backend", "reference", "--resume", str(path),
                                        "--processes", "2"])
     assert result.exit_code == 2 and "--processes cannot be combined with --resume" in result.output
+
+
+def test_merge_refuses_rounds_timed_with_other_settings(finished_run):
+    from hisparse.bench import timing  # noqa: PLC0415
+
+    _, path = finished_run
+    case = load_run(path).cases[0]
+    other = timing.Measurement(method=case.settings["method"], samples_us=(1.0,) * 10, warmup_us=(), calls_per_graph=3,
+                               replays=10, warmup_calls=1, l2_flush=False, clocks=timing.Clocks("n/a"))
+    with pytest.raises(ValueError, match="calls_per_graph"):
+        repeat.merge(case, [other], [{}])
+    same = replace(other, calls_per_graph=case.settings["calls_per_graph"])
+    merged = repeat.merge(case, [same], [{"host_cache": "0x1"}])
+    assert merged.runs[-1].process == 1 and merged.runs[-1].placement == {"host_cache": "0x1"}  # the next process
+    assert merged.samples_us == case.samples_us + (1.0,) * 10

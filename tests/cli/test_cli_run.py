@@ -97,10 +97,10 @@ def test_compare_exits_1_on_regression(first_run, tmp_path):
     slow = data["cases"][0]
     # CPU timings of a loaded machine can spread past 1.5x, so the slowed case gets fixed samples:
     # complete separation (p = 2/C(20,10)); identical samples elsewhere.
-    slow["samples_us"] = [100.0 + i for i in range(10)]
+    slow["runs"] = [{**slow["runs"][0], "samples_us": [100.0 + i for i in range(10)], "clocks": None}]
     a = tmp_path / "a.json"
     a.write_text(json.dumps(data))
-    slow["samples_us"] = [x * 1.5 for x in slow["samples_us"]]
+    slow["runs"][0]["samples_us"] = [x * 1.5 for x in slow["runs"][0]["samples_us"]]
     b = tmp_path / "b.json"
     b.write_text(json.dumps(data))
     result = CliRunner().invoke(main, ["compare", str(a), str(b)])

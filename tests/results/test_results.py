@@ -1,8 +1,8 @@
-"""Result files: golden v1 file, round trip, refusal of unknown versions, upgrade hook, atomic
-writes, and resuming an interrupted sweep."""
+"""Result files: golden v1 and v2 files, every committed run file, the v1 -> v2 upgrade, round trip,
+refusal of unknown versions and bad runs, upgrade hook, atomic writes, and resuming an interrupted sweep."""
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -11,10 +11,13 @@ from hisparse.bench import measure
 from hisparse.results import model as results
 from hisparse.errors import ResultFormatError
 from hisparse.bench.floors import NOT_APPLICABLE
-from hisparse.results.model import CaseResult, RunRecord, RunWriter, load_run, write_run
-from hisparse.stats import summary
+from hisparse.results.model import CaseResult, Run, RunRecord, RunWriter, SpeedupLink, load_run, write_run
 
-GOLDEN = Path(__file__).parents[1] / "data" / "results_v1.json"
+DATA = Path(__file__).parents[1] / "data"
+GOLDEN = DATA / "results_v1.json"
+GOLDEN_V2 = DATA / "results_v2.json"
+RESULTS = Path(__file__).parents[2] / "results"
+CLOCKS = {"source": "n/a", "sm_mhz": [], "mem_mhz": [], "throttle_reasons": []}
 
 
 def _record(cases=(), **kw):
@@ -28,22 +31,20 @@ def _record(cases=(), **kw):
 
 def _ok_case(case_id, samples=(3.0, 1.0, 2.0) * 4, impl="multi_step"):
     return CaseResult(case_id=case_id, params={"implementation": impl, "batch": 1}, status="ok",
-                      timing={"calls_per_graph": 2, "replays": 12, "warmup_calls": 1, "l2_flush": False},
-                      samples_us=samples, stats=summary(samples).to_dict(),
+                      settings={"calls_per_graph": 2, "replays": 12, "warmup_calls": 1, "l2_flush": False, "rounds": 1},
+                      runs=(Run(process=0, round=0, samples_us=samples, warmup_us=(9.0,), clocks=CLOCKS),),
                       work={"unique_misses_per_call": 4, "hits_per_call": 10, "bytes_per_call": 256},
                       floor={"pcie_floor_us": None, "gather_floor_us": 1.5, "gather_samples_us": [1.5] * 12},
-                      derived={"gbps": 0.1, "over_pcie_floor": None, "over_gather_floor": 1.33,
-                               "speedup_vs_lru_sequential": None},
-                      clocks={"source": "n/a", "sm_mhz": [], "mem_mhz": [], "throttle_reasons": []}, wall_s=0.5)
+                      wall_s=0.5)
 
 
 # ---------------------------------------------------------------------------------------------
-# golden file: tests/data/results_v1.json must load forever
+# golden v1 file: tests/data/results_v1.json must load forever (upgraded to v2 on load)
 
 
 def test_golden_v1_loads():
     run = load_run(GOLDEN)
-    assert run.schema_version == results.SCHEMA_VERSION == 1
+    assert run.schema_version == results.SCHEMA_VERSION == 2
     assert run.backend == "cuda" and run.environment["gpu"] == "NVIDIA H200"
     assert run.floors["pinned_h2d_gbps"] == 55.3
     assert [c.status for c in run.cases] == ["ok", "ok", "failed"]
@@ -51,26 +52,169 @@ def test_golden_v1_loads():
     assert lru.case_id == "lru_sequential/distinct/b64/s4/k2048/h4096/i576/pdl0"
     assert len(multi.samples_us) == 10 and multi.timing["calls_per_graph"] == 100
     assert planned.reason.startswith("invariant 1 (data) failed for request 3")
-    assert planned.samples_us == () and planned.stats is None
+    assert planned.samples_us == () and planned.stats is None and planned.derived is None and planned.runs == ()
 
 
-def test_golden_v1_stats_and_derived_are_recomputable_from_raw_samples():
+def test_golden_v1_upgrades_to_one_run_per_case():
+    lru, multi, planned = load_run(GOLDEN).cases
+    (only,) = lru.runs
+    assert (only.process, only.round) == (0, 0)
+    assert only.samples_us[:3] == (640.9, 641.8, 640.2) and len(only.samples_us) == 10
+    assert only.clocks["sm_mhz"] == [1980] * 10 and only.placement is None and only.replay_us == ()
+    assert lru.settings == {"calls_per_graph": 100, "replays": 10, "warmup_calls": 5, "l2_flush": True, "rounds": 1}
+    assert planned.settings == {"calls_per_graph": 100, "replays": 10, "warmup_calls": 5, "l2_flush": True}
+
+
+def test_golden_v1_stats_and_derived_recomputed_equal_the_stored_ones():
+    """v1 stored stats and derived beside the samples; v2 drops them and recomputes: the same figures."""
+    raw = json.loads(GOLDEN.read_text())["cases"]
     run = load_run(GOLDEN)
-    for c in run.cases:
+    for c, stored in zip(run.cases, raw):
         if not c.ok:
             continue
-        s = summary(c.samples_us)
-        assert c.stats["median_us"] == pytest.approx(s.median)
-        assert c.stats["iqr_us"] == pytest.approx(s.iqr)
-        assert c.floor["gather_floor_us"] == pytest.approx(summary(c.floor["gather_samples_us"]).median)
-        assert c.derived["over_gather_floor"] == pytest.approx(s.median / c.floor["gather_floor_us"])
-        assert c.derived["gbps"] == pytest.approx(c.work["bytes_per_call"] / (s.median * 1e3))
+        assert c.median_us == stored["stats"]["median_us"]  # exactly: the same samples, the same quantile rule
+        for key, value in stored["stats"].items():
+            assert c.stats[key] == pytest.approx(value)
+        for key in ("gbps", "over_pcie_floor", "over_gather_floor"):
+            assert c.derived[key] == pytest.approx(stored["derived"][key], rel=1e-6)  # the file rounded to 7 digits
     lru, multi, _ = run.cases
-    assert multi.derived["speedup_vs_lru_sequential"] == pytest.approx(lru.median_us / multi.median_us)
+    # a pre-link file: multi_step's ratio is kept against the legacy baseline; its value is the stored one
+    assert multi.speedup == 1.036812 == pytest.approx(lru.median_us / multi.median_us, rel=1e-6)
+    assert multi.speedup_link.baseline == results.LEGACY_SPEEDUP_BASELINE
+    assert lru.speedup_link is None and lru.derived["speedup_vs_lru_sequential"] is None
 
 
 # ---------------------------------------------------------------------------------------------
-# round trip and versions
+# golden v2 file: tests/data/results_v2.json must load forever
+
+
+def test_golden_v2_loads_with_every_figure_computed_from_its_runs():
+    lru, multi, planned = load_run(GOLDEN_V2).cases
+    assert [(r.process, r.round) for r in lru.runs] == [(0, 0), (0, 1), (1, 0)]
+    assert lru.samples_us == tuple(float(x) for x in range(640, 652))  # pooled in run order
+    # 12 samples 640..651: median between the 6th and 7th, quartiles at positions 2.75 and 8.25
+    assert lru.stats == {"n": 12, "median_us": 645.5, "q1_us": 642.75, "q3_us": 648.25, "iqr_us": 5.5,
+                         "min_us": 640.0, "max_us": 651.0, "mean_us": 645.5}
+    assert lru.derived["gbps"] == pytest.approx(28827648 / 645.5e3)
+    assert lru.derived["over_gather_floor"] == pytest.approx(645.5 / 588.3)
+    assert lru.derived["over_pcie_floor"] == pytest.approx(645.5 / 521.295624)
+    assert lru.processes == 2 and lru.samples_per_process == [8, 4] and lru.samples_per_round == [4, 4, 4]
+    assert lru.timing["placements"][2] == {"host_cache": "0x7f9b00000000", "device_buffer": "0x7e1c00000000"}
+    assert len(lru.timing["warmup_us"]) == 18 and lru.clocks["sm_mhz"] == [1980] * 12 and lru.clocks["source"] == "nvml"
+    # two replays per sample: the replays are kept and the samples are their means
+    assert multi.replay_us[:4] == (617.0, 619.0, 618.0, 620.0) and len(multi.replay_us) == 16
+    assert multi.median_us == 621.5 and multi.timing["replays_per_sample"] == 2
+    assert multi.speedup == pytest.approx(645.5 / 621.5) and multi.derived["speedup_baseline"] == lru.case_id
+    assert multi.retime_errors == ("RuntimeError: CUDA out of memory (stand-in)",)
+    assert multi.timing["retime_errors"] == list(multi.retime_errors) and "processes" not in multi.timing
+    assert not planned.ok and planned.runs == () and planned.stats is None and planned.timing["rounds"] == 2
+
+
+def test_golden_v2_is_what_the_writer_writes(tmp_path):
+    """Read and written again, byte for byte: the writer stores nothing the golden file does not."""
+    assert write_run(load_run(GOLDEN_V2), tmp_path / "again.json").read_text() == GOLDEN_V2.read_text()
+
+
+def test_golden_v2_stores_no_statistics():
+    for case in json.loads(GOLDEN_V2.read_text())["cases"]:
+        assert not {"stats", "derived", "samples_us", "timing", "clocks"} & set(case)
+
+
+# ---------------------------------------------------------------------------------------------
+# every committed run file loads
+
+
+def _committed_run_files():
+    """Every JSON object under results/ that is a run file (it has ``cases``): results/runs, the
+    stability and process probes, the detector's runs."""
+    out = []
+    for path in sorted(RESULTS.rglob("*.json")):
+        if "asv" in path.relative_to(RESULTS).parts:
+            continue
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and "cases" in data:
+            out.append(path)
+    return out
+
+
+def test_every_committed_run_file_loads():
+    paths = _committed_run_files()
+    assert len([p for p in paths if p.parent == RESULTS / "runs"]) >= 16
+    assert any("stability" in p.parts for p in paths) and any("processes" in p.parts for p in paths)
+    for path in paths:
+        raw = json.loads(path.read_text())["cases"]
+        run = load_run(path)
+        assert len(run.cases) == len(raw), path
+        for c, stored in zip(run.cases, raw):
+            assert list(c.samples_us) == (stored.get("samples_us") or []), (path, c.case_id)
+            if stored.get("stats"):
+                assert c.median_us == stored["stats"]["median_us"], (path, c.case_id)
+            assert c.timing.get("samples_per_round", [len(c.samples_us)]) == \
+                (stored.get("timing") or {}).get("samples_per_round", [len(c.samples_us)]), (path, c.case_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# the v1 -> v2 upgrade of rounds, processes, replays
+
+
+def _v1_case(**timing):
+    return {"case_id": "c", "params": {"implementation": "multi_step"}, "status": "ok", "reason": None,
+            "timing": {"calls_per_graph": 10, "replays": 2, "warmup_calls": 1, "l2_flush": True, **timing},
+            "samples_us": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "stats": {"median_us": 999.0},
+            "clocks": {"source": "nvml", "sm_mhz": [1, 2, 3, 4, 5, 6], "mem_mhz": [], "throttle_reasons": []},
+            "derived": {"gbps": 999.0, "speedup_vs_lru_sequential": 2.0, "speedup_baseline": "lru/c"}}
+
+
+def _v1_file(*cases):
+    data = json.loads(GOLDEN.read_text())
+    return {**data, "cases": list(cases)}
+
+
+def test_v1_rounds_and_processes_become_runs():
+    case = _v1_case(rounds=3, samples_per_round=[2, 2, 2], processes=2, samples_per_process=[4, 2],
+                    warmup_us=[9.0, 8.0, 7.0], placements=[{"host_cache": "0x1"}, {"host_cache": "0x2"}, {"host_cache": "0x3"}],
+                    retime_errors=["boom"])
+    (c,) = results.run_from_dict(_v1_file(case)).cases
+    assert [(r.process, r.round, r.samples_us) for r in c.runs] == [(0, 0, (1.0, 2.0)), (0, 1, (3.0, 4.0)),
+                                                                     (1, 0, (5.0, 6.0))]
+    assert [r.warmup_us for r in c.runs] == [(9.0,), (8.0,), (7.0,)]
+    assert [r.placement["host_cache"] for r in c.runs] == ["0x1", "0x2", "0x3"]
+    assert [r.clocks["sm_mhz"] for r in c.runs] == [[1, 2], [3, 4], [5, 6]]
+    assert c.settings["rounds"] == 2  # per process: v1 counted every round of every process
+    assert c.timing["rounds"] == 3 and c.timing["samples_per_process"] == [4, 2] and c.retime_errors == ("boom",)
+    assert c.median_us == 3.5 and c.derived["gbps"] is None  # the stored 999s are not read
+    assert c.speedup_link == SpeedupLink("lru/c", 2.0)
+
+
+def test_v1_replays_split_with_their_samples():
+    case = _v1_case(samples_per_round=[3, 3], replays_per_sample=2, replay_us=[float(x) for x in range(12)])
+    (c,) = results.run_from_dict(_v1_file(case)).cases
+    assert [r.replay_us for r in c.runs] == [tuple(float(x) for x in range(6)), tuple(float(x) for x in range(6, 12))]
+    assert c.settings["replays_per_sample"] == 2 and c.replay_us == tuple(float(x) for x in range(12))
+
+
+def test_v1_clock_lists_that_do_not_line_up_stay_with_the_first_run():
+    case = _v1_case(samples_per_round=[3, 3])
+    case["clocks"] = {"source": "nvml+unavailable", "sm_mhz": [1, 2, 3], "mem_mhz": [], "throttle_reasons": []}
+    (c,) = results.run_from_dict(_v1_file(case)).cases
+    assert [r.clocks["sm_mhz"] for r in c.runs] == [[1, 2, 3], []]
+    assert c.clocks == case["clocks"]
+
+
+@pytest.mark.parametrize("timing, field", [
+    ({"samples_per_round": [2, 2]}, "samples_per_round"),
+    ({"samples_per_round": [3, 3], "replays_per_sample": 2, "replay_us": [1.0] * 5}, "replay_us"),
+    ({"samples_per_round": [3, 3], "samples_per_process": [2, 4]}, "samples_per_process"),
+])
+def test_inconsistent_v1_splits_are_refused_naming_the_field(tmp_path, timing, field):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_v1_file(_v1_case(**timing))))
+    with pytest.raises(ResultFormatError, match=field):
+        load_run(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# the model
 
 
 def test_round_trip(tmp_path):
@@ -79,26 +223,89 @@ def test_round_trip(tmp_path):
     path = write_run(rec, tmp_path / "run.json")
     loaded = load_run(path)
     assert loaded == rec
-    assert json.loads(path.read_text())["schema_version"] == 1
+    assert json.loads(path.read_text())["schema_version"] == 2
     assert list(json.loads(path.read_text())) == ["schema_version", "run_id", "created", "finished", "backend",
                                                   "config", "environment", "floors", "cases"]
+    assert list(json.loads(path.read_text())["cases"][0]) == ["case_id", "params", "status", "reason", "settings",
+                                                              "runs", "work", "floor", "speedup_link",
+                                                              "retime_errors", "wall_s"]
 
 
-def test_golden_round_trips_through_the_writer(tmp_path):
+def test_golden_v1_round_trips_through_the_writer_as_v2(tmp_path):
     run = load_run(GOLDEN)
-    assert load_run(write_run(run, tmp_path / "again.json")) == run
+    again = write_run(run, tmp_path / "again.json")
+    assert json.loads(again.read_text())["schema_version"] == 2
+    assert load_run(again) == run
+
+
+def test_statistics_are_computed_from_the_runs():
+    c = _ok_case("a", samples=(3.0, 1.0, 2.0, 10.0))
+    assert c.median_us == 2.5 and c.stats["q1_us"] == 1.75 and c.stats["n"] == 4
+    assert c.derived == {"gbps": 256 / 2.5e3, "over_pcie_floor": None, "over_gather_floor": 2.5 / 1.5,
+                         "speedup_vs_lru_sequential": None}
+    more = replace(c, runs=c.runs + (Run(process=1, round=0, samples_us=(4.0, 5.0)),))
+    assert more.median_us == 3.5 and more.processes == 2 and more.samples_per_process == [4, 2]
+
+
+def test_the_v1_constructor_is_upgraded_like_a_v1_file():
+    """CaseResult(samples_us=..., timing=..., stats=...) (v1's fields): the stats given are not taken."""
+    v1 = CaseResult(case_id="a", params={}, status="ok", samples_us=(1.0, 2.0, 3.0, 4.0), stats={"median_us": 99.0},
+                    timing={"calls_per_graph": 2, "samples_per_round": [2, 2]}, clocks={"sm_mhz": [5, 6, 7, 8]},
+                    derived={"speedup_vs_lru_sequential": 1.5, "speedup_baseline": "b"})
+    assert [r.samples_us for r in v1.runs] == [(1.0, 2.0), (3.0, 4.0)] and [r.clocks for r in v1.runs] == \
+        [{"sm_mhz": [5, 6]}, {"sm_mhz": [7, 8]}]
+    assert v1.median_us == 2.5 and v1.speedup == 1.5 and v1.settings == {"calls_per_graph": 2, "rounds": 2}
+    # dataclasses.replace with a v1 field replaces that field of the v1 view
+    one_round = replace(v1, timing={"calls_per_graph": 2})
+    assert len(one_round.runs) == 1 and one_round.samples_us == v1.samples_us and one_round.speedup == 1.5
+    with pytest.raises(TypeError, match="unexpected"):
+        CaseResult(case_id="a", params={}, status="ok", samples=(1.0,))
+
+
+@pytest.mark.parametrize("run, match", [
+    (dict(process=0, round=0, samples_us=[]), "samples_us is empty"),
+    (dict(process=0, round=0, samples_us=[1.0, 2.0], replay_us=[1.0, 2.0, 3.0]), "multiple"),
+    (dict(process=-1, round=0, samples_us=[1.0]), "process"),
+    (dict(process=0, round=0, samples_us="fast"), "samples_us: expected a list"),
+    (dict(process=0, samples_us=[1.0]), "missing field 'round'"),
+])
+def test_bad_runs_are_refused_naming_the_field(tmp_path, run, match):
+    data = json.loads(GOLDEN_V2.read_text())
+    data["cases"][0]["runs"] = [run]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResultFormatError, match=match):
+        load_run(path)
+
+
+def test_a_bad_settings_or_link_is_refused(tmp_path):
+    for field, value, match in (("settings", ["rounds", 2], "settings must be objects"),
+                                ("speedup_link", {"value": 1.0}, "speedup_link")):
+        data = json.loads(GOLDEN_V2.read_text())
+        data["cases"][0][field] = value
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(ResultFormatError, match=match):
+            load_run(path)
+
+
+def test_runs_out_of_order_are_refused():
+    with pytest.raises(ResultFormatError, match="order"):
+        CaseResult(case_id="a", params={}, status="ok", runs=(Run(1, 0, (1.0,)), Run(0, 0, (1.0,))))
+    with pytest.raises(ResultFormatError, match="needs runs"):
+        CaseResult(case_id="a", params={}, status="ok")
 
 
 def test_nan_is_written_as_null(tmp_path):
     c = _ok_case("a")
-    c = CaseResult(**{**c.__dict__, "derived": {**c.derived, "gbps": float("nan")}})
+    c = replace(c, floor={**c.floor, "pcie_floor_us": float("nan")})
     loaded = load_run(write_run(_record([c]), tmp_path / "r.json"))
-    assert loaded.cases[0].derived["gbps"] is None
+    assert loaded.cases[0].floor["pcie_floor_us"] is None
 
 
-@pytest.mark.parametrize("version", [2, 0, "1", None, True])
+@pytest.mark.parametrize("version", [3, 0, "1", None, True])
 def test_unknown_schema_version_is_refused(tmp_path, version):
-    data = json.loads(GOLDEN.read_text())
+    data = json.loads(GOLDEN_V2.read_text())
     data["schema_version"] = version
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
@@ -107,27 +314,37 @@ def test_unknown_schema_version_is_refused(tmp_path, version):
 
 
 def test_missing_field_and_garbage_are_refused(tmp_path):
-    data = json.loads(GOLDEN.read_text())
-    del data["cases"][0]["status"]
-    (tmp_path / "a.json").write_text(json.dumps(data))
-    with pytest.raises(ResultFormatError, match="status"):
-        load_run(tmp_path / "a.json")
+    for golden in (GOLDEN, GOLDEN_V2):
+        data = json.loads(golden.read_text())
+        del data["cases"][0]["status"]
+        (tmp_path / "a.json").write_text(json.dumps(data))
+        with pytest.raises(ResultFormatError, match="status"):
+            load_run(tmp_path / "a.json")
     (tmp_path / "b.json").write_text("{not json")
     with pytest.raises(ResultFormatError):
         load_run(tmp_path / "b.json")
 
 
-def test_upgrade_on_load_hook(monkeypatch, tmp_path):
-    """A future v2 reader upgrades v1 files through _UPGRADES[1]."""
-    def v1_to_v2(data):
+def test_upgrade_on_load_hook(monkeypatch):
+    """A future v3 reader upgrades v2 files through _UPGRADES[2], and v1 files through both."""
+    def v2_to_v3(data):
         data = dict(data)
         data["floors"] = {**data["floors"], "upgraded": True}
         return data
 
-    monkeypatch.setattr(results, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(results._UPGRADES, 1, v1_to_v2)
-    run = load_run(GOLDEN)
-    assert run.schema_version == 2 and run.floors["upgraded"] is True
+    monkeypatch.setattr(results, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(results._UPGRADES, 2, v2_to_v3)
+    for golden in (GOLDEN, GOLDEN_V2):
+        run = load_run(golden)
+        assert run.schema_version == 3 and run.floors["upgraded"] is True
+
+
+def test_derived_figures_by_hand():
+    work, floor = {"bytes_per_call": 1000}, {"pcie_floor_us": 2.0, "gather_floor_us": None}
+    assert results.derived_figures(4.0, work, floor) == {"gbps": 1000 / 4e3, "over_pcie_floor": 2.0,
+                                                         "over_gather_floor": None}
+    assert results.derived_figures(None, None, None) == {"gbps": None, "over_pcie_floor": None,
+                                                         "over_gather_floor": None}
 
 
 # ---------------------------------------------------------------------------------------------

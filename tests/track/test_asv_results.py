@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from _regression_data import CASES, T0, fake_commit, make_run
+from hisparse.results.model import run_from_dict
 from hisparse.track import asv as ar
 
 asv_results_mod = pytest.importorskip("asv.results")
@@ -25,6 +26,11 @@ json5 = pytest.importorskip("json5")
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 ASV = [PY, "-m", "asv"]
+
+
+def _read(run: dict) -> dict:
+    """What convert_run is given in the tree: the results reader's record as a dict (schema v2)."""
+    return run_from_dict(json.loads(json.dumps(run))).to_dict()
 
 
 def _ms(days: int) -> int:
@@ -40,7 +46,7 @@ def converted(tmp_path):
         run = make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": level, "lru_sequential": 300.0},
                        seed=i, failed=("lru_sequential",) if i == 1 else ())
         runs.append(run)
-        ar.convert_run(run, results, machine="h200-sxm", python="/opt/py/bin/python3", commit_date_ms=_ms(i))
+        ar.convert_run(_read(run), results, machine="h200-sxm", python="/opt/py/bin/python3", commit_date_ms=_ms(i))
     return tmp_path, results, runs
 
 
@@ -86,7 +92,7 @@ def test_pruned_grid_points_are_nan(tmp_path):
     extra["params"]["pdl"] = False
     extra["case_id"] = "multi_step/distinct/b64/pdl0"
     run["cases"].append(extra)
-    path = ar.convert_run(run, tmp_path, machine="m1", python="/p/python")
+    path = ar.convert_run(_read(run), tmp_path, machine="m1", python="/p/python")
     res = asv_results_mod.Results.load(str(path))
     name = "bench_swap.MultiStep.gpu_time_swap"
     values = res.get_result_value(name, res.get_result_params(name))
@@ -110,11 +116,11 @@ def test_asv_compare_reads_converted_results(converted):
 
 def test_converting_twice_merges_and_widens(tmp_path):
     a = make_run(fake_commit(0), T0, {"multi_step": 100.0, "lru_sequential": 300.0})
-    ar.convert_run(a, tmp_path, machine="m1", python="/p/python")
+    ar.convert_run(_read(a), tmp_path, machine="m1", python="/p/python")
     b = json.loads(json.dumps(a))
     for c in b["cases"]:
         c["params"]["batch"] = 64
-    ar.convert_run(b, tmp_path, machine="m1", python="/p/python")
+    ar.convert_run(_read(b), tmp_path, machine="m1", python="/p/python")
     bench = json.loads((tmp_path / "benchmarks.json").read_text())
     assert bench["bench_swap.MultiStep.gpu_time_swap"]["params"][1] == ["8", "64"]
     assert bench["version"] == 2
@@ -124,7 +130,26 @@ def test_convert_refuses_a_run_without_commit(tmp_path):
     run = make_run(fake_commit(0), T0, {"multi_step": 1.0, "lru_sequential": 1.0})
     run["environment"]["git_commit"] = None
     with pytest.raises(ValueError, match="git commit"):
+        ar.convert_run(_read(run), tmp_path, machine="m1")
+
+
+def test_convert_refuses_a_dict_not_from_the_results_reader(tmp_path):
+    """A raw v1 file's dict (samples beside no runs) would convert to empty results: refused instead."""
+    run = make_run(fake_commit(0), T0, {"multi_step": 1.0, "lru_sequential": 1.0})
+    with pytest.raises(ValueError, match="schema_version 2"):
         ar.convert_run(run, tmp_path, machine="m1")
+    assert not any(tmp_path.iterdir())
+
+
+def test_samples_are_every_runs_pooled(tmp_path):
+    run = _read(make_run(fake_commit(0), T0, {"multi_step": 100.0, "lru_sequential": 300.0}))
+    case = run["cases"][0]
+    case["runs"] = [{**case["runs"][0], "samples_us": [100.0] * 10},
+                    {**case["runs"][0], "process": 1, "samples_us": [110.0] * 10}]
+    res = asv_results_mod.Results.load(str(ar.convert_run(run, tmp_path, machine="m1", python="/p/python")))
+    name = ar.benchmark_name(case["params"]["implementation"])
+    (samples,) = res.get_result_samples(name, res.get_result_params(name))
+    assert samples == pytest.approx([100e-6] * 10 + [110e-6] * 10)
 
 
 # ------------------------------------------------------------------ the suite under asv

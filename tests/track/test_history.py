@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from _regression_data import T0, make_run
+from _regression_data import T0, fake_commit, make_run
 from _regression_data import git as _git
 from hisparse.track import history as hist
 from hisparse.cli import main as cli_main
@@ -177,6 +177,43 @@ def test_scan_runs_skips_unknown_schema(tmp_path):
     runs, skipped = hist.scan_runs(tmp_path)
     assert runs == [] and len(skipped) == 2
     assert any("schema_version" in reason for _, reason in skipped)
+
+
+def test_run_file_is_a_view_of_the_results_record(tmp_path):
+    """read_run reads through hisparse.results (v1 upgraded); RunFile keeps its attribute names, its
+    cases are flat dicts with every figure computed, its data is the v2 dict asv converts."""
+    from hisparse.results.model import load_run  # noqa: PLC0415
+
+    v1 = make_run(fake_commit(0), T0, {"multi_step": 100.0, "lru_sequential": 300.0}, machine=MACHINE)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(v1))
+    run = hist.read_run(path)
+    assert run.record == load_run(path)
+    assert (run.run_id, run.commit, run.machine, run.finished, run.dirty) == (v1["run_id"], fake_commit(0), MACHINE,
+                                                                               True, False)
+    assert run.created == T0 and run.data["schema_version"] == 2 and "runs" in run.data["cases"][0]
+    flat = run.cases[0]
+    assert flat["samples_us"] == v1["cases"][0]["samples_us"]
+    assert flat["stats"]["median_us"] == pytest.approx(v1["cases"][0]["stats"]["median_us"])
+    assert flat["derived"]["gbps"] == pytest.approx(v1["cases"][0]["derived"]["gbps"])
+    assert flat["timing"]["samples_per_round"] == [10]
+    with pytest.raises(hist.ResultFormatError, match="not a readable"):
+        hist.read_run(tmp_path / "missing.json")
+
+
+def test_recorded_runs_are_written_by_the_results_writer_in_the_current_schema(tmp_path):
+    """A v1 run file from an older commit's harness is recorded (under the commit and machine) as v2."""
+
+    out = tmp_path / "out"
+    out.mkdir()
+    v1 = make_run(fake_commit(1), T0, {"multi_step": 100.0, "lru_sequential": 300.0}, machine="elsewhere")
+    (out / "r.json").write_text(json.dumps(v1))
+    o = hist._record(out, fake_commit(1), tmp_path / "results", MACHINE, tmp_path, convert_asv=False)
+    assert o.status == "measured"
+    (written,) = o.run_files
+    data = json.loads(written.read_text())
+    assert data["schema_version"] == 2 and data["environment"]["machine"] == MACHINE
+    assert [x for r in data["cases"][0]["runs"] for x in r["samples_us"]] == v1["cases"][0]["samples_us"]
 
 
 
