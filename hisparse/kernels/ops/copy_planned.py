@@ -12,7 +12,7 @@ from __future__ import annotations
 from hisparse.kernels import jit, limits, signature
 from hisparse.errors import InputError
 from hisparse.kernels.signature import Bound, keyword_op
-from hisparse.kernels.validation.common import check_int
+from hisparse.kernels.validation.common import check_int, check_kernel_item_size
 from hisparse.kernels.validation.copy_planned import check_copy_planned_contract, check_copy_planned_inputs
 
 ARGS = signature.COPY_PLANNED
@@ -50,8 +50,7 @@ def copy_planned(a: Bound) -> None:
                          "(use hisparse.kernels.reference.copy_planned for CPU tensors)")
     check_int("num_blocks", a.num_blocks, lo=1, hi=limits.MAX_GRID_BLOCKS)
     _check_block_size(a.block_size)
-    if a.item_size_bytes > limits.MAX_COPY_ITEM_SIZE_BYTES:
-        raise InputError(f"item_size_bytes: must be < 2**31, got {a.item_size_bytes}")
+    check_kernel_item_size(a.item_size_bytes)
     if shape.batch == 0:
         return
     _kernel(a.block_size)(*ARGS.cpp_values(a))

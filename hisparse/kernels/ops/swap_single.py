@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import torch
 
-from hisparse.kernels import jit, limits, signature
+from hisparse.kernels import jit, signature
 from hisparse.errors import InputError
 from hisparse.kernels.signature import Bound, keyword_op
+from hisparse.kernels.validation.common import check_kernel_item_size
 from hisparse.kernels.validation.swap_single import (
     SwapSingleShape,
     check_swap_single_contract,
@@ -109,8 +110,7 @@ def swap_single_step(a: Bound) -> None:
                          "(use hisparse.kernels.reference.swap_single for CPU tensors)")
     _check_block_size(a.block_size)
     check_fits(shape, device)
-    if a.item_size_bytes > limits.MAX_COPY_ITEM_SIZE_BYTES:
-        raise InputError(f"item_size_bytes: must be < 2**31, got {a.item_size_bytes}")
+    check_kernel_item_size(a.item_size_bytes)
     if shape.batch == 0:
         return
     values = dict(a)
