@@ -232,3 +232,59 @@ def test_a_table_with_a_repeated_name_is_refused():
     arg = signature.Arg("x", signature.INT, "an int")
     with pytest.raises(ValueError, match="argument names repeat"):
         signature.OpArgs("op", "op", "hisparse::op_entry", (arg, arg))
+
+
+# ---- the wrappers hand the C++ entry exactly cpp_values (no GPU: validation and launch stubbed) ----
+
+
+class _Launch:
+    """Stands in for jit.runner: records the template values and the positional call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *template):
+        return lambda *values: self.calls.append((template, values))
+
+
+def _named(names):
+    """A value per argument that says which argument it is (a 'cuda' device where a wrapper asks)."""
+    return {n: SimpleNamespace(name=n, device=SimpleNamespace(type="cuda")) for n in names}
+
+
+def _names(values):
+    return [getattr(v, "name", v) for v in values]
+
+
+def test_single_step_wrapper_calls_the_entry_in_its_order(monkeypatch):
+    from hisparse.kernels.ops import swap_single
+
+    launch = _Launch()
+    shape = SimpleNamespace(batch=2, record_plan=False)
+    monkeypatch.setattr(swap_single, "_kernel", launch)
+    monkeypatch.setattr(swap_single, "check_swap_single_inputs", lambda **kw: shape)
+    monkeypatch.setattr(swap_single, "check_fits", lambda shape, device: None)
+    swap_single.swap_single_step(**{**_named(SINGLE), "item_size_bytes": 64, "page_size": 2})
+    (template, values), = launch.calls
+    assert template == (1024, False)
+    source = entry_parameters(_source("swap_single"), "swap_single_entry")
+    # Without a plan the three plan tensors are stand-ins (top_k_device_locs): nothing is allocated.
+    want = [{"item_size_bytes": 64, "page_size": 2}.get(n, n) for n in source[:13]] + ["top_k_device_locs"] * 3
+    assert _names(values) == want
+
+
+def test_multi_step_wrapper_calls_the_entry_in_its_order(monkeypatch):
+    from hisparse.kernels.ops import swap_multi
+
+    launch = _Launch()
+    shape = SimpleNamespace(device="cuda:0", record_plan=True)
+    monkeypatch.setattr(swap_multi, "_kernel", launch)
+    monkeypatch.setattr(swap_multi, "check_swap_multi_inputs", lambda **kw: shape)
+    monkeypatch.setattr(swap_multi, "_check_cuda_call", lambda *a: None)
+    kwargs = {**_named(MULTI), "item_size_bytes": 64, "pdl": True,
+              "state": SimpleNamespace(**{f: SimpleNamespace(name=f) for f in STATE_FIELDS})}
+    swap_multi.swap_multi_step(**kwargs)
+    (template, values), = launch.calls
+    assert template == (True, True)
+    source = entry_parameters(_source("swap_multi"), "swap_multi_entry")
+    assert _names(values) == [64 if n == "item_size_bytes" else n for n in source]
