@@ -85,7 +85,7 @@ class Bound(dict):
 
     def op_kwargs(self) -> dict[str, Any]:
         """The arguments the reference and the validation take (the wrapper's launch knobs left out)."""
-        return {a.name: self[a.name] for a in self.op.args if not a.gpu_only}
+        return {name: self[name] for name in self.op._templates[False]}
 
 
 @dataclass(frozen=True)
@@ -124,19 +124,27 @@ class OpArgs:
     def _args(self, gpu: bool) -> tuple[Arg, ...]:
         return self.args if gpu else tuple(a for a in self.args if not a.gpu_only)
 
+    @functools.cached_property
+    def _templates(self) -> dict[bool, dict[str, Any]]:
+        """Per ``gpu``: every name in table order -> its default (REQUIRED where the caller must pass it)."""
+        return {gpu: {a.name: a.default for a in self._args(gpu)} for gpu in (False, True)}
+
     def bind(self, kwargs: Mapping[str, Any], *, gpu: bool = False) -> Bound:
-        """Check the names of one call (unknown, missing) and fill in defaults; raises InputError."""
-        args = self._args(gpu)
-        known = {a.name for a in args}
-        unknown = [k for k in kwargs if k not in known]
-        if unknown:
-            raise InputError(f"{unknown[0]}: not an argument of {self.function}; it takes "
-                             f"{', '.join(a.name for a in args)}")
-        missing = [a.name for a in args if a.required and a.name not in kwargs]
-        if missing:
+        """Check the names of one call (unknown, missing) and fill in defaults; raises InputError.
+
+        Runs on every call of every op (twice through a wrapper), so it is two dict copies and a
+        scan, no per-argument Python loop unless something is wrong."""
+        template = self._templates[gpu]
+        bound = Bound(template)
+        bound.update(kwargs)  # known names keep the table's order; unknown ones land at the end
+        if len(bound) != len(template):
+            unknown = next(k for k in kwargs if k not in template)
+            raise InputError(f"{unknown}: not an argument of {self.function}; it takes {', '.join(template)}")
+        if any(v is REQUIRED for v in bound.values()):  # `is`: `in` would call tensors' __eq__
+            args = self._args(gpu)
+            missing = [a.name for a in args if bound[a.name] is REQUIRED]
             raise InputError(f"{', '.join(missing)}: missing; {self.function} requires "
                              f"{', '.join(a.name for a in args if a.required)}")
-        bound = Bound((a.name, kwargs[a.name] if a.name in kwargs else a.default) for a in args)
         bound.op = self
         return bound
 
