@@ -14,7 +14,8 @@
 
 namespace hisparse {
 
-// run(miss_src, miss_dst, miss_count, num_real_reqs, host_cache, device_buffer, item_size_bytes, num_blocks)
+// Parameter order: the copy_planned table in hisparse/kernels/signature.py (the wrapper passes its values in
+// that order; tests/kernels/test_op_args.py holds this list to it).
 template <int kBlockSize>
 void copy_planned_entry(tvm::ffi::TensorView miss_src, tvm::ffi::TensorView miss_dst, tvm::ffi::TensorView miss_count,
                         tvm::ffi::TensorView num_real_reqs, tvm::ffi::TensorView host_cache,

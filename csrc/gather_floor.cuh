@@ -27,7 +27,8 @@ inline int sm_count(int device) {
 
 }  // namespace gather_detail
 
-// run(src_rows, dst_rows, host_cache, device_buffer, item_size_bytes, num_blocks, block_size)
+// Parameter order: the gather_floor table in hisparse/kernels/signature.py (the wrapper passes its values in
+// that order; tests/kernels/test_op_args.py holds this list to it).
 template <int kLoadsInFlight>
 void gather_floor_entry(tvm::ffi::TensorView src_rows, tvm::ffi::TensorView dst_rows, tvm::ffi::TensorView host_cache,
                         tvm::ffi::TensorView device_buffer, int64_t item_size_bytes, int64_t num_blocks,

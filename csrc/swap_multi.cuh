@@ -1,9 +1,7 @@
 // Host entry of the multi-step (speculative) swap: gather + commit on the caller's stream.
 //
-//   swap_multi_entry<kPdl, kRecordPlan>(top_k_tokens, device_buffer_tokens, host_cache_locs,
-//       device_buffer_locs, host_cache, device_buffer, top_k_device_locs, req_pool_indices, seq_lens,
-//       num_real_reqs, hash_index, ref_epochs, clock, counters, scratch_locs, miss_keys, miss_vals,
-//       miss_order, miss_src, miss_dst, miss_count, item_size_bytes)
+// Parameter order: the swap_multi table in hisparse/kernels/signature.py (the state's eight tensors in
+// place of `state`; tests/kernels/test_op_args.py holds this list to it).
 //
 // The Python wrapper (hisparse/ops/swap_multi.py) validates everything with InputError first; the
 // checks here guard the kernels' memory safety against direct callers (tensor metadata only: no
@@ -33,6 +31,7 @@ namespace swap_multi_detail {
 
 using host::TensorView;
 
+// Limits: hisparse/kernels/limits.py holds the same values (tests/kernels/test_limits.py).
 constexpr int64_t kMaxOccurrences = 8192;
 constexpr int64_t kMaxSteps = 4;
 constexpr int64_t kMaxHot = 32768;

@@ -17,9 +17,8 @@
 
 namespace hisparse {
 
-// run(top_k_tokens, device_buffer_tokens, host_cache_locs, device_buffer_locs, host_cache, device_buffer,
-//     top_k_device_locs, req_pool_indices, seq_lens, lru_slots, num_real_reqs, item_size_bytes, page_size,
-//     miss_src, miss_dst, miss_count)
+// Parameter order: the swap_single table in hisparse/kernels/signature.py (the wrapper passes its values in
+// that order; tests/kernels/test_op_args.py holds this list to it).
 template <int kBlockSize, bool kRecordPlan>
 void swap_single_entry(tvm::ffi::TensorView top_k_tokens, tvm::ffi::TensorView device_buffer_tokens,
                        tvm::ffi::TensorView host_cache_locs, tvm::ffi::TensorView device_buffer_locs,

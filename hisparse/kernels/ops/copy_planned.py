@@ -4,24 +4,21 @@ Replays a recorded miss plan into another layer's KV buffer (reference doc §2.6
 ``r < num_real_reqs[0]``, entries ``[0, miss_count[r])``, ``device_buffer[miss_dst[r, j]] <-
 host_cache[miss_src[r, j]]``, byte-exact for any item size. Same keyword-only arguments as
 :func:`hisparse.kernels.reference.copy_planned.copy_planned` plus ``num_blocks`` (grid size; small on purpose,
-the copy shares the GPU with attention), ``block_size`` and ``debug``. Returns None; no sync, no
+the copy shares the GPU with attention), ``block_size`` and ``debug`` (one table: hisparse/kernels/signature.py). Returns None; no sync, no
 allocation, torch's current stream (CUDA-graph capturable).
 """
 from __future__ import annotations
 
-from typing import Any
-
-import torch
-
-from hisparse.kernels import jit
+from hisparse.kernels import jit, limits, signature
 from hisparse.errors import InputError
-from hisparse.kernels.validation.common import check_int
+from hisparse.kernels.signature import Bound, keyword_op
+from hisparse.kernels.validation.common import check_int, check_kernel_item_size
 from hisparse.kernels.validation.copy_planned import check_copy_planned_contract, check_copy_planned_inputs
 
-OP = "copy_planned"
-ENTRY = "hisparse::copy_planned_entry"
-DEFAULT_NUM_BLOCKS = 8  # upstream's shared-layer benchmark setting
-DEFAULT_BLOCK_SIZE = 1024
+ARGS = signature.COPY_PLANNED
+OP, ENTRY = ARGS.op, ARGS.entry
+DEFAULT_NUM_BLOCKS = ARGS.default("num_blocks")  # 8: upstream's shared-layer benchmark setting
+DEFAULT_BLOCK_SIZE = ARGS.default("block_size")
 BLOCK_SIZES = (128, 256, 512, 1024)
 
 
@@ -43,31 +40,17 @@ def _check_block_size(block_size: object) -> None:
 _kernel = jit.runner(lambda block_size: kernel_spec(block_size=block_size))
 
 
-def copy_planned(
-    *,
-    miss_src: torch.Tensor,
-    miss_dst: torch.Tensor,
-    miss_count: torch.Tensor,
-    num_real_reqs: torch.Tensor,
-    host_cache: torch.Tensor,
-    device_buffer: torch.Tensor,
-    item_size_bytes: int,
-    num_blocks: int = DEFAULT_NUM_BLOCKS,
-    block_size: int = DEFAULT_BLOCK_SIZE,
-    debug: bool = False,
-) -> None:
+@keyword_op(OP, gpu=True)
+def copy_planned(a: Bound) -> None:
     """Copy every planned row on the GPU. ``debug=True`` also checks counts and rows first (syncs)."""
-    kw = dict(miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count, num_real_reqs=num_real_reqs,
-              host_cache=host_cache, device_buffer=device_buffer, item_size_bytes=item_size_bytes)
-    shape = check_copy_planned_contract(**kw) if debug else check_copy_planned_inputs(**kw)
-    if miss_count.device.type != "cuda":
-        raise InputError(f"miss_count: the CUDA planned copy needs the plan on a cuda device, got {miss_count.device} "
+    kw = a.op_kwargs()
+    shape = check_copy_planned_contract(**kw) if a.debug else check_copy_planned_inputs(**kw)
+    if a.miss_count.device.type != "cuda":
+        raise InputError(f"miss_count: the CUDA planned copy needs the plan on a cuda device, got {a.miss_count.device} "
                          "(use hisparse.kernels.reference.copy_planned for CPU tensors)")
-    check_int("num_blocks", num_blocks, lo=1, hi=65535)
-    _check_block_size(block_size)
-    if item_size_bytes > 0x7FFFFFFF:
-        raise InputError(f"item_size_bytes: must be < 2**31, got {item_size_bytes}")
+    check_int("num_blocks", a.num_blocks, lo=1, hi=limits.MAX_GRID_BLOCKS)
+    _check_block_size(a.block_size)
+    check_kernel_item_size(a.item_size_bytes)
     if shape.batch == 0:
         return
-    _kernel(block_size)(miss_src, miss_dst, miss_count, num_real_reqs, host_cache, device_buffer,
-                        item_size_bytes, num_blocks)
+    _kernel(a.block_size)(*ARGS.cpp_values(a))

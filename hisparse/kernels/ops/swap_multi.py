@@ -1,7 +1,7 @@
 """CUDA multi-step (speculative) swap: the gather + commit kernels of csrc/swap_multi.cuh.
 
 Same keyword-only arguments as the PyTorch reference ``hisparse.kernels.reference.swap_multi.swap_multi_step``
-(docs/design.md); tensors are mutated in place and nothing is returned (no host sync, so a call can be
+plus ``debug`` (one table: hisparse/kernels/signature.py); tensors are mutated in place and nothing is returned (no host sync, so a call can be
 captured in a CUDA graph). Arguments are validated once with the checks the reference uses, so a bad
 call raises the same ``InputError`` on both backends before any compile or launch; ``debug=True``
 also runs the value-level contract check (one device->host sync).
@@ -12,19 +12,17 @@ four instantiations serve every configuration.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from hisparse import env
-from hisparse.kernels import jit, limits
+from hisparse.kernels import jit, limits, signature
 from hisparse.errors import InputError
 from hisparse.kernels.jit import KernelSpec
-from hisparse.kernels.state import MultiStepState
+from hisparse.kernels.signature import Bound, keyword_op
 from hisparse.kernels.validation.swap_multi import SwapMultiShape, check_swap_multi_contract, check_swap_multi_inputs
 
-OP = "swap_multi"
-ENTRY = "hisparse::swap_multi_entry"
+ARGS = signature.SWAP_MULTI
+OP, ENTRY = ARGS.op, ARGS.entry
 # csrc/swap_multi.cuh bounds the item so (row, 16-byte word) indices of a copy fit in 32 bits.
 MAX_ITEM_SIZE_BYTES = limits.MAX_ITEM_SIZE_BYTES
 PDL_MIN_CAPABILITY = (9, 0)  # griddepcontrol (programmatic dependent launch) exists from sm_90
@@ -86,51 +84,21 @@ def _check_cuda_call(shape: SwapMultiShape, host_cache: torch.Tensor, item_size_
         raise InputError(f"item_size_bytes: must be <= {MAX_ITEM_SIZE_BYTES} for the CUDA kernel, got {item_size_bytes}")
 
 
-def swap_multi_step(
-    *,
-    top_k_tokens: torch.Tensor,
-    device_buffer_tokens: torch.Tensor,
-    host_cache_locs: torch.Tensor,
-    device_buffer_locs: torch.Tensor,
-    host_cache: torch.Tensor,
-    device_buffer: torch.Tensor,
-    top_k_device_locs: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    state: MultiStepState,
-    num_real_reqs: torch.Tensor,
-    item_size_bytes: int,
-    miss_src: torch.Tensor | None = None,
-    miss_dst: torch.Tensor | None = None,
-    miss_count: torch.Tensor | None = None,
-    pdl: bool | None = None,
-    debug: bool = False,
-) -> None:
+@keyword_op(OP, gpu=True)
+def swap_multi_step(a: Bound) -> None:
     """Multi-step swap on the caller's (torch current) stream; see the module doc and docs/design.md.
 
     ``pdl``: None = auto (on for compute capability >= 9.0), True/False force the instantiation (both
     are valid on Hopper; only False runs on older GPUs). ``debug``: also run the contract check.
     """
-    kwargs = dict(
-        top_k_tokens=top_k_tokens, device_buffer_tokens=device_buffer_tokens, host_cache_locs=host_cache_locs,
-        device_buffer_locs=device_buffer_locs, host_cache=host_cache, device_buffer=device_buffer,
-        top_k_device_locs=top_k_device_locs, req_pool_indices=req_pool_indices, seq_lens=seq_lens, state=state,
-        num_real_reqs=num_real_reqs, item_size_bytes=item_size_bytes, miss_src=miss_src, miss_dst=miss_dst,
-        miss_count=miss_count, pdl=pdl,
-    )
-    if not isinstance(debug, bool):
-        raise InputError(f"debug: must be True or False, got {debug!r}")
-    shape = check_swap_multi_contract(**kwargs) if debug else check_swap_multi_inputs(**kwargs)
-    _check_cuda_call(shape, host_cache, item_size_bytes)
-    run = _kernel(resolve_pdl(pdl, shape.device), shape.record_plan)
+    if not isinstance(a.debug, bool):
+        raise InputError(f"debug: must be True or False, got {a.debug!r}")
+    kw = a.op_kwargs()
+    shape = check_swap_multi_contract(**kw) if a.debug else check_swap_multi_inputs(**kw)
+    _check_cuda_call(shape, a.host_cache, a.item_size_bytes)
+    run = _kernel(resolve_pdl(a.pdl, shape.device), shape.record_plan)
     # On torch's current stream of the tensors' device (tvm-ffi passes it; the entry guards the device).
-    run(
-        top_k_tokens, device_buffer_tokens, host_cache_locs, device_buffer_locs, host_cache, device_buffer,
-        top_k_device_locs, req_pool_indices, seq_lens, num_real_reqs,
-        state.hash_index, state.ref_epochs, state.clock, state.counters, state.scratch_locs,
-        state.miss_keys, state.miss_vals, state.miss_order,
-        miss_src, miss_dst, miss_count, item_size_bytes,
-    )
+    run(*ARGS.cpp_values(a))
 
 
 __all__ = ["swap_multi_step", "kernel_spec", "kernel_specs", "resolve_pdl", "arch_supports_pdl"]

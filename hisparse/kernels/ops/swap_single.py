@@ -1,8 +1,8 @@
 """CUDA single-step exact-LRU swap (``csrc/swap_single.cuh``, device code ``csrc/include/hisparse/lru.cuh``).
 
-Same keyword-only arguments as :func:`hisparse.kernels.reference.swap_single.swap_single_step`, bit-exact with
-it (outputs, ``device_buffer_tokens``, ``lru_slots``, device bytes, miss plan). Returns None and never
-synchronises with the device: validation reads shapes only (``debug=True`` adds the full content
+Same keyword-only arguments as :func:`hisparse.kernels.reference.swap_single.swap_single_step` plus
+``block_size`` and ``debug`` (one table: hisparse/kernels/signature.py), bit-exact with it (outputs,
+``device_buffer_tokens``, ``lru_slots``, device bytes, miss plan). Returns None and never synchronises with the device: validation reads shapes only (``debug=True`` adds the full content
 contract, which syncs), nothing is allocated, and the kernel runs on torch's current stream, so a call
 can be captured in a CUDA graph.
 
@@ -12,22 +12,22 @@ shared memory sized at launch.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from hisparse.kernels import jit
+from hisparse.kernels import jit, signature
 from hisparse.errors import InputError
+from hisparse.kernels.signature import Bound, keyword_op
+from hisparse.kernels.validation.common import check_kernel_item_size
 from hisparse.kernels.validation.swap_single import (
     SwapSingleShape,
     check_swap_single_contract,
     check_swap_single_inputs,
 )
 
-OP = "swap_single"
-ENTRY = "hisparse::swap_single_entry"
+ARGS = signature.SWAP_SINGLE
+OP, ENTRY = ARGS.op, ARGS.entry
 # 1024 threads: the upstream benchmarks' block size on H100/H200 (960 was upstream's B200 workaround).
-DEFAULT_BLOCK_SIZE = 1024
+DEFAULT_BLOCK_SIZE = ARGS.default("block_size")
 BLOCK_SIZES = (128, 256, 512, 960, 1024)
 
 # Mirrors SwapSmemLayout in csrc/include/hisparse/lru.cuh: keep the two in sync.
@@ -98,52 +98,23 @@ def check_fits(shape: SwapSingleShape, device: torch.device) -> None:
         )
 
 
-def swap_single_step(
-    *,
-    top_k_tokens: torch.Tensor,
-    device_buffer_tokens: torch.Tensor,
-    host_cache_locs: torch.Tensor,
-    device_buffer_locs: torch.Tensor,
-    host_cache: torch.Tensor,
-    device_buffer: torch.Tensor,
-    top_k_device_locs: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    lru_slots: torch.Tensor,
-    num_real_reqs: torch.Tensor,
-    item_size_bytes: int,
-    page_size: int = 1,
-    miss_src: torch.Tensor | None = None,
-    miss_dst: torch.Tensor | None = None,
-    miss_count: torch.Tensor | None = None,
-    block_size: int = DEFAULT_BLOCK_SIZE,
-    debug: bool = False,
-) -> None:
+@keyword_op(OP, gpu=True)
+def swap_single_step(a: Bound) -> None:
     """Single-step swap on the GPU; mutates the tensors in place like the reference. ``debug=True``
     also checks the content contract first (one device->host sync), raising InputError on violation."""
-    kw = dict(
-        top_k_tokens=top_k_tokens, device_buffer_tokens=device_buffer_tokens, host_cache_locs=host_cache_locs,
-        device_buffer_locs=device_buffer_locs, host_cache=host_cache, device_buffer=device_buffer,
-        top_k_device_locs=top_k_device_locs, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
-        lru_slots=lru_slots, num_real_reqs=num_real_reqs, item_size_bytes=item_size_bytes, page_size=page_size,
-        miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count,
-    )
-    shape = check_swap_single_contract(**kw) if debug else check_swap_single_inputs(**kw)
-    device = top_k_tokens.device
+    kw = a.op_kwargs()
+    shape = check_swap_single_contract(**kw) if a.debug else check_swap_single_inputs(**kw)
+    device = a.top_k_tokens.device
     if device.type != "cuda":
         raise InputError(f"top_k_tokens: the CUDA swap needs tensors on a cuda device, got {device} "
                          "(use hisparse.kernels.reference.swap_single for CPU tensors)")
-    _check_block_size(block_size)
+    _check_block_size(a.block_size)
     check_fits(shape, device)
-    if item_size_bytes > 0x7FFFFFFF:
-        raise InputError(f"item_size_bytes: must be < 2**31, got {item_size_bytes}")
+    check_kernel_item_size(a.item_size_bytes)
     if shape.batch == 0:
         return
-    fn = _kernel(block_size, shape.record_plan)
-    if shape.record_plan:
-        plan = (miss_src, miss_dst, miss_count)
-    else:
+    values = dict(a)
+    if not shape.record_plan:
         # Never read by the record_plan=false instantiation; any tensor will do, so nothing is allocated.
-        plan = (top_k_device_locs, top_k_device_locs, top_k_device_locs)
-    fn(top_k_tokens, device_buffer_tokens, host_cache_locs, device_buffer_locs, host_cache, device_buffer,
-       top_k_device_locs, req_pool_indices, seq_lens, lru_slots, num_real_reqs, item_size_bytes, page_size, *plan)
+        values.update(miss_src=a.top_k_device_locs, miss_dst=a.top_k_device_locs, miss_count=a.top_k_device_locs)
+    _kernel(a.block_size, shape.record_plan)(*ARGS.cpp_values(values))

@@ -11,33 +11,23 @@ from __future__ import annotations
 import torch
 
 from hisparse.kernels.reference.bytes import copy_rows
+from hisparse.kernels.signature import Bound, keyword_op
 from hisparse.kernels.validation.copy_planned import check_copy_planned_contract
 
 
-def copy_planned(
-    *,
-    miss_src: torch.Tensor,
-    miss_dst: torch.Tensor,
-    miss_count: torch.Tensor,
-    num_real_reqs: torch.Tensor,
-    host_cache: torch.Tensor,
-    device_buffer: torch.Tensor,
-    item_size_bytes: int,
-) -> int:
+@keyword_op("copy_planned")
+def copy_planned(kw: Bound) -> int:
     """Copy every planned row (byte-exact, any item size); returns the number of rows copied
     (entries with a negative row are skipped and not counted)."""
-    check_copy_planned_contract(
-        miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count, num_real_reqs=num_real_reqs,
-        host_cache=host_cache, device_buffer=device_buffer, item_size_bytes=item_size_bytes,
-    )
-    n = int(num_real_reqs[0])
-    counts = miss_count[:n].cpu().to(torch.int64)
+    check_copy_planned_contract(**kw)
+    n = int(kw.num_real_reqs[0])
+    counts = kw.miss_count[:n].cpu().to(torch.int64)
     used = int(counts.max()) if n > 0 else 0
     # (request, miss) order, as the kernel's flattened round-robin walk enumerates them.
     live = torch.arange(used).unsqueeze(0) < counts.unsqueeze(1)
-    src = miss_src[:n, :used].cpu().to(torch.int64)[live]
-    dst = miss_dst[:n, :used].cpu().to(torch.int64)[live]
+    src = kw.miss_src[:n, :used].cpu().to(torch.int64)[live]
+    dst = kw.miss_dst[:n, :used].cpu().to(torch.int64)[live]
     keep = (src >= 0) & (dst >= 0)
     src, dst = src[keep], dst[keep]
-    copy_rows(host_cache, src, device_buffer, dst, item_size_bytes)
+    copy_rows(kw.host_cache, src, kw.device_buffer, dst, kw.item_size_bytes)
     return int(src.numel())

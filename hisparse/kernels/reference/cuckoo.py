@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-MAX_KICKS = 64
+from hisparse.kernels.limits import MAX_KICKS
+
 HASH_DELETED = -2
 _MULT = 2654435761
 _U32 = 0xFFFFFFFF

@@ -15,6 +15,7 @@ import torch
 
 from hisparse.kernels.reference.bytes import copy_rows
 from hisparse.kernels.reference.cuckoo import hot_lookup
+from hisparse.kernels.signature import Bound, keyword_op
 from hisparse.kernels.reference.swap_multi_commit import CommitInput, CommitResult, commit_request
 from hisparse.kernels.state import (
     COUNTER_FLAGS,
@@ -192,34 +193,16 @@ def _swap_request(kw: dict, shape: SwapMultiShape, b: int) -> RequestStats:
     )
 
 
-def swap_multi_step(
-    *,
-    top_k_tokens: torch.Tensor,
-    device_buffer_tokens: torch.Tensor,
-    host_cache_locs: torch.Tensor,
-    device_buffer_locs: torch.Tensor,
-    host_cache: torch.Tensor,
-    device_buffer: torch.Tensor,
-    top_k_device_locs: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    state,
-    num_real_reqs: torch.Tensor,
-    item_size_bytes: int,
-    miss_src: torch.Tensor | None = None,
-    miss_dst: torch.Tensor | None = None,
-    miss_count: torch.Tensor | None = None,
-    pdl: bool | None = None,
-) -> SwapMultiStats:
+@keyword_op("swap_multi")
+def swap_multi_step(kw: Bound) -> SwapMultiStats:
     """Multi-step swap, in place (see module doc). ``pdl`` is accepted and ignored.
 
     Padding rows (b >= num_real_reqs[0]) get outputs -1 and miss_count 0; their state is untouched.
     """
-    kw = dict(locals())  # first statement: exactly the keyword arguments above, by name
     shape = check_swap_multi_contract(**kw)
-    n_real = int(num_real_reqs[0])
-    top_k_device_locs[n_real:] = -1
+    n_real = int(kw.num_real_reqs[0])
+    kw.top_k_device_locs[n_real:] = -1
     if shape.record_plan:
-        miss_count[n_real:shape.batch] = 0
+        kw.miss_count[n_real:shape.batch] = 0
     stats = tuple(_swap_request(kw, shape, b) for b in range(n_real))
     return SwapMultiStats(requests=stats)

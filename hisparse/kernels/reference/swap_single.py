@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from hisparse.kernels.reference.bytes import copy_rows
+from hisparse.kernels.signature import Bound, keyword_op
 from hisparse.kernels.validation.swap_single import SwapSingleShape, check_swap_single_contract
 
 PADDING, FAST, LONG = "padding", "fast", "long"
@@ -185,31 +186,13 @@ def _write_back(kw: dict, shape: SwapSingleShape, plan: _Plan) -> None:
         copy_rows(kw["host_cache"], torch.cat(host_rows), kw["device_buffer"], dst, shape.item_size_bytes)
 
 
-def swap_single_step(
-    *,
-    top_k_tokens: torch.Tensor,
-    device_buffer_tokens: torch.Tensor,
-    host_cache_locs: torch.Tensor,
-    device_buffer_locs: torch.Tensor,
-    host_cache: torch.Tensor,
-    device_buffer: torch.Tensor,
-    top_k_device_locs: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    lru_slots: torch.Tensor,
-    num_real_reqs: torch.Tensor,
-    item_size_bytes: int,
-    page_size: int = 1,
-    miss_src: torch.Tensor | None = None,
-    miss_dst: torch.Tensor | None = None,
-    miss_count: torch.Tensor | None = None,
-) -> SwapStats:
+@keyword_op("swap_single")
+def swap_single_step(kw: Bound) -> SwapStats:
     """Reference of the single-step swap: mutates the tensors exactly as the kernel does.
 
     Always runs the full input contract first (``check_swap_single_contract``), so a call the kernel
     would silently get wrong raises InputError here instead, and nothing is written.
     """
-    kw = dict(locals())  # first statement: exactly the keyword arguments above, by name
     shape = check_swap_single_contract(**kw)
     plan, stats = _plan_call(kw, shape)
     _write_back(kw, shape, plan)

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from hisparse.errors import InputError
+from hisparse.kernels import limits
 
 
 def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:
@@ -60,6 +61,12 @@ def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None
         hi_s = "inf" if hi is None else str(hi)
         raise InputError(f"{name}: must be in [{lo_s}, {hi_s}], got {value}")
     return value
+
+
+def check_kernel_item_size(item_size_bytes: int) -> None:
+    """The CUDA entries take the item size as a 32-bit value (csrc/host/entry_checks.h); the references do not."""
+    if item_size_bytes > limits.MAX_COPY_ITEM_SIZE_BYTES:
+        raise InputError(f"item_size_bytes: must be < 2**31, got {item_size_bytes}")
 
 
 def check_same_row_stride(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:

@@ -8,7 +8,7 @@ Two levels:
 - ``check_swap_multi_contract``: reads tensor values (one host sync): request slots, real-row count,
   host rows of the referenced tokens, device rows of the slot tables. The reference always runs it;
   the CUDA wrapper only in debug mode.
-Both take exactly the op's keyword arguments.
+Both take exactly the op's keyword arguments (hisparse/kernels/signature.py).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import torch
 from hisparse.errors import InputError
 from hisparse.kernels import limits
 from hisparse.kernels.limits import MAX_HOT_BUFFER_SIZE, MAX_STEPS, MAX_STEPS_X_TOP_K
+from hisparse.kernels.signature import Bound, keyword_op
 from hisparse.kernels.state import MultiStepState
 from hisparse.kernels.validation.common import (
     check_int,
@@ -58,7 +59,7 @@ class SwapMultiShape:
 def _check_steps(top_k_tokens: torch.Tensor) -> tuple[int, int, int]:
     check_tensor("top_k_tokens", top_k_tokens, dtypes=torch.int32, ndim=3, inner_contiguous=True)
     bs, steps, top_k = top_k_tokens.shape
-    check_int("top_k_tokens.shape[0] (batch)", bs, lo=1)
+    check_int("top_k_tokens.shape[0] (batch)", bs, lo=1, hi=limits.MAX_MULTI_BATCH)
     check_int("steps", steps, lo=1, hi=MAX_STEPS)
     check_int("top_k", top_k, lo=1, hi=MAX_STEPS_X_TOP_K)
     if steps * top_k > MAX_STEPS_X_TOP_K:
@@ -107,57 +108,40 @@ def _check_host_cache(host_cache: torch.Tensor, item_size_bytes: int, dev: torch
     return rows
 
 
-def check_swap_multi_inputs(
-    *,
-    top_k_tokens,
-    device_buffer_tokens,
-    host_cache_locs,
-    device_buffer_locs,
-    host_cache,
-    device_buffer,
-    top_k_device_locs,
-    req_pool_indices,
-    seq_lens,
-    state,
-    num_real_reqs,
-    item_size_bytes,
-    miss_src=None,
-    miss_dst=None,
-    miss_count=None,
-    pdl=None,
-) -> SwapMultiShape:
+@keyword_op("swap_multi")
+def check_swap_multi_inputs(a: Bound) -> SwapMultiShape:
     """Cheap checks (no host sync). Raises InputError naming the argument and what is allowed."""
-    check_int("item_size_bytes", item_size_bytes, lo=1)
-    if pdl is not None and not isinstance(pdl, bool):
-        raise InputError(f"pdl: must be None (auto), True or False, got {pdl!r}")
-    bs, steps, top_k = _check_steps(top_k_tokens)
-    state = _check_state(state, steps, top_k)
+    check_int("item_size_bytes", a.item_size_bytes, lo=1)
+    if a.pdl is not None and not isinstance(a.pdl, bool):
+        raise InputError(f"pdl: must be None (auto), True or False, got {a.pdl!r}")
+    bs, steps, top_k = _check_steps(a.top_k_tokens)
+    state = _check_state(a.state, steps, top_k)
     dev = state.device
-    check_tensor("top_k_tokens", top_k_tokens, device=dev)
+    check_tensor("top_k_tokens", a.top_k_tokens, device=dev)
     sz = state.sizes
     r, hot = sz.num_req_slots, sz.hot_buffer_size
-    page = _check_slot_tables(device_buffer_tokens, device_buffer_locs, r, hot, dev)
-    check_tensor("host_cache_locs", host_cache_locs, dtypes=torch.int64, ndim=2, min_shape=(r, 1), device=dev)
-    if not host_cache_locs.is_contiguous():
-        raise InputError(f"host_cache_locs: must be contiguous (row stride = shape[1]), got strides {host_cache_locs.stride()}")
-    check_int("host_cache_locs.shape[1]", host_cache_locs.shape[1], hi=MAX_TOKEN_POSITIONS)
-    host_rows = _check_host_cache(host_cache, item_size_bytes, dev)
-    device_rows = item_rows("device_buffer", device_buffer, item_size_bytes, device=dev)
-    check_tensor("top_k_device_locs", top_k_device_locs, dtypes=torch.int32, shape=(bs, steps, top_k),
+    page = _check_slot_tables(a.device_buffer_tokens, a.device_buffer_locs, r, hot, dev)
+    check_tensor("host_cache_locs", a.host_cache_locs, dtypes=torch.int64, ndim=2, min_shape=(r, 1), device=dev)
+    if not a.host_cache_locs.is_contiguous():
+        raise InputError(f"host_cache_locs: must be contiguous (row stride = shape[1]), got strides {a.host_cache_locs.stride()}")
+    check_int("host_cache_locs.shape[1]", a.host_cache_locs.shape[1], hi=MAX_TOKEN_POSITIONS)
+    host_rows = _check_host_cache(a.host_cache, a.item_size_bytes, dev)
+    device_rows = item_rows("device_buffer", a.device_buffer, a.item_size_bytes, device=dev)
+    check_tensor("top_k_device_locs", a.top_k_device_locs, dtypes=torch.int32, shape=(bs, steps, top_k),
                  device=dev, inner_contiguous=True)
-    check_tensor("req_pool_indices", req_pool_indices, dtypes=INDEX_DTYPES, shape=(bs,), device=dev)
-    check_tensor("seq_lens", seq_lens, dtypes=INDEX_DTYPES, ndim=1, shape=(bs * steps,), device=dev)
-    for name, t in (("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens)):
+    check_tensor("req_pool_indices", a.req_pool_indices, dtypes=INDEX_DTYPES, shape=(bs,), device=dev)
+    check_tensor("seq_lens", a.seq_lens, dtypes=INDEX_DTYPES, ndim=1, shape=(bs * steps,), device=dev)
+    for name, t in (("req_pool_indices", a.req_pool_indices), ("seq_lens", a.seq_lens)):
         if not t.is_contiguous():
             raise InputError(f"{name}: must be contiguous, got strides {t.stride()}")
-    check_tensor("num_real_reqs", num_real_reqs, dtypes=torch.int32, ndim=1, shape=(1,), device=dev)
-    record = check_plan(miss_src, miss_dst, miss_count, batch=bs, min_width=steps * top_k, device=dev)
+    check_tensor("num_real_reqs", a.num_real_reqs, dtypes=torch.int32, ndim=1, shape=(1,), device=dev)
+    record = check_plan(a.miss_src, a.miss_dst, a.miss_count, batch=bs, min_width=steps * top_k, device=dev)
     if record:
-        check_same_row_stride("miss_src", miss_src, "miss_dst", miss_dst)
+        check_same_row_stride("miss_src", a.miss_src, "miss_dst", a.miss_dst)
     return SwapMultiShape(
         batch=bs, steps=steps, top_k=top_k, hot_buffer_size=hot, page_size=page,
-        item_size_bytes=item_size_bytes, record_plan=record, num_req_slots=r,
-        scratch_capacity=sz.scratch_capacity, max_len=host_cache_locs.shape[1],
+        item_size_bytes=a.item_size_bytes, record_plan=record, num_req_slots=r,
+        scratch_capacity=sz.scratch_capacity, max_len=a.host_cache_locs.shape[1],
         host_rows=host_rows, device_rows=device_rows, device=dev,
     )
 
@@ -216,8 +200,9 @@ def _check_device_rows(kw: dict, shape: SwapMultiShape, rids: torch.Tensor) -> N
             )
 
 
-def check_swap_multi_contract(**kwargs) -> SwapMultiShape:
-    """Value checks that need a host sync; takes the op's kwargs. Raises InputError."""
+@keyword_op("swap_multi")
+def check_swap_multi_contract(kwargs: Bound) -> SwapMultiShape:
+    """Value checks that need a host sync. Raises InputError."""
     shape = check_swap_multi_inputs(**kwargs)
     n_real = int(kwargs["num_real_reqs"][0])
     if not 0 <= n_real <= shape.batch:

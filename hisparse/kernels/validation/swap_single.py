@@ -14,6 +14,7 @@ import torch
 
 from hisparse.errors import InputError
 from hisparse.kernels import limits
+from hisparse.kernels.signature import Bound, keyword_op
 from hisparse.kernels.validation.common import check_int, check_plan, check_same_row_stride, check_tensor, item_rows
 
 # lru_slots is int16; the reference doc (§2.3) bounds HOT by the int16 maximum.
@@ -57,85 +58,69 @@ def _check_1d_index(name: str, t: object, batch: int, device: torch.device) -> t
     return t  # type: ignore[return-value]
 
 
-def check_swap_single_inputs(
-    *,
-    top_k_tokens: torch.Tensor,
-    device_buffer_tokens: torch.Tensor,
-    host_cache_locs: torch.Tensor,
-    device_buffer_locs: torch.Tensor,
-    host_cache: torch.Tensor,
-    device_buffer: torch.Tensor,
-    top_k_device_locs: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    lru_slots: torch.Tensor,
-    num_real_reqs: torch.Tensor,
-    item_size_bytes: int,
-    page_size: int = 1,
-    miss_src: torch.Tensor | None = None,
-    miss_dst: torch.Tensor | None = None,
-    miss_count: torch.Tensor | None = None,
-) -> SwapSingleShape:
+@keyword_op("swap_single")
+def check_swap_single_inputs(a: Bound) -> SwapSingleShape:
     """Metadata checks of every argument of ``swap_single_step``; raises InputError naming it."""
-    check_int("item_size_bytes", item_size_bytes, lo=1)
-    check_int("page_size", page_size, lo=1)
-    check_tensor("top_k_tokens", top_k_tokens, dtypes=torch.int32, ndim=2, inner_contiguous=True)
-    dev = top_k_tokens.device
-    batch, top_k = top_k_tokens.shape
+    check_int("item_size_bytes", a.item_size_bytes, lo=1)
+    check_int("page_size", a.page_size, lo=1)
+    check_tensor("top_k_tokens", a.top_k_tokens, dtypes=torch.int32, ndim=2, inner_contiguous=True)
+    dev = a.top_k_tokens.device
+    batch, top_k = a.top_k_tokens.shape
     if top_k < 1:
-        raise InputError(f"top_k_tokens: top_k (dimension 1) must be >= 1, got shape {tuple(top_k_tokens.shape)}")
+        raise InputError(f"top_k_tokens: top_k (dimension 1) must be >= 1, got shape {tuple(a.top_k_tokens.shape)}")
 
-    check_tensor("lru_slots", lru_slots, dtypes=torch.int16, ndim=2, device=dev)
-    if not lru_slots.is_contiguous():
-        raise InputError(f"lru_slots: must be contiguous, got strides {lru_slots.stride()}")
-    num_req_slots, hot = lru_slots.shape
+    check_tensor("lru_slots", a.lru_slots, dtypes=torch.int16, ndim=2, device=dev)
+    if not a.lru_slots.is_contiguous():
+        raise InputError(f"lru_slots: must be contiguous, got strides {a.lru_slots.stride()}")
+    num_req_slots, hot = a.lru_slots.shape
     if num_req_slots < 1:
-        raise InputError(f"lru_slots: needs at least one request slot (dimension 0), got shape {tuple(lru_slots.shape)}")
+        raise InputError(f"lru_slots: needs at least one request slot (dimension 0), got shape {tuple(a.lru_slots.shape)}")
     if not top_k <= hot <= MAX_HOT_BUFFER_SIZE_SINGLE:
         raise InputError(
             f"lru_slots: hot_buffer_size (dimension 1) must be in [top_k={top_k}, {MAX_HOT_BUFFER_SIZE_SINGLE}] "
             f"(int16 slot ids), got {hot}"
         )
 
-    padded = (num_req_slots, hot + page_size)
-    check_tensor("device_buffer_tokens", device_buffer_tokens, dtypes=torch.int32, ndim=2, shape=padded,
+    padded = (num_req_slots, hot + a.page_size)
+    check_tensor("device_buffer_tokens", a.device_buffer_tokens, dtypes=torch.int32, ndim=2, shape=padded,
                  device=dev, inner_contiguous=True)
-    check_tensor("device_buffer_locs", device_buffer_locs, dtypes=torch.int32, ndim=2, shape=padded,
+    check_tensor("device_buffer_locs", a.device_buffer_locs, dtypes=torch.int32, ndim=2, shape=padded,
                  device=dev, inner_contiguous=True)
     # The kernel indexes both tables with one row stride.
-    check_same_row_stride("device_buffer_tokens", device_buffer_tokens, "device_buffer_locs", device_buffer_locs)
-    check_tensor("host_cache_locs", host_cache_locs, dtypes=torch.int64, ndim=2, shape=(num_req_slots, None),
+    check_same_row_stride("device_buffer_tokens", a.device_buffer_tokens, "device_buffer_locs", a.device_buffer_locs)
+    check_tensor("host_cache_locs", a.host_cache_locs, dtypes=torch.int64, ndim=2, shape=(num_req_slots, None),
                  device=dev)
-    if not host_cache_locs.is_contiguous():  # the kernel takes the row stride as shape[1]
-        raise InputError(f"host_cache_locs: must be contiguous, got strides {host_cache_locs.stride()}")
-    check_tensor("top_k_device_locs", top_k_device_locs, dtypes=torch.int32, ndim=2, shape=(batch, top_k),
+    if not a.host_cache_locs.is_contiguous():  # the kernel takes the row stride as shape[1]
+        raise InputError(f"host_cache_locs: must be contiguous, got strides {a.host_cache_locs.stride()}")
+    check_tensor("top_k_device_locs", a.top_k_device_locs, dtypes=torch.int32, ndim=2, shape=(batch, top_k),
                  device=dev, inner_contiguous=True)
-    _check_1d_index("req_pool_indices", req_pool_indices, batch, dev)
-    _check_1d_index("seq_lens", seq_lens, batch, dev)
-    check_tensor("num_real_reqs", num_real_reqs, dtypes=torch.int32, ndim=1, shape=(1,), device=dev)
+    _check_1d_index("req_pool_indices", a.req_pool_indices, batch, dev)
+    _check_1d_index("seq_lens", a.seq_lens, batch, dev)
+    check_tensor("num_real_reqs", a.num_real_reqs, dtypes=torch.int32, ndim=1, shape=(1,), device=dev)
 
-    host_rows = check_host_cache(host_cache, item_size_bytes, dev)
-    device_rows = item_rows("device_buffer", device_buffer, item_size_bytes, device=dev)
-    record_plan = check_plan(miss_src, miss_dst, miss_count, batch=batch, min_width=top_k, device=dev)
+    host_rows = check_host_cache(a.host_cache, a.item_size_bytes, dev)
+    device_rows = item_rows("device_buffer", a.device_buffer, a.item_size_bytes, device=dev)
+    record_plan = check_plan(a.miss_src, a.miss_dst, a.miss_count, batch=batch, min_width=top_k, device=dev)
     if record_plan:
-        check_same_row_stride("miss_src", miss_src, "miss_dst", miss_dst)  # type: ignore[arg-type]
+        check_same_row_stride("miss_src", a.miss_src, "miss_dst", a.miss_dst)  # type: ignore[arg-type]
     return SwapSingleShape(
         batch=batch,
         num_req_slots=num_req_slots,
         top_k=top_k,
         hot_buffer_size=hot,
-        page_size=page_size,
-        item_size_bytes=item_size_bytes,
+        page_size=a.page_size,
+        item_size_bytes=a.item_size_bytes,
         record_plan=record_plan,
         host_rows=host_rows,
         device_rows=device_rows,
     )
 
 
-def check_swap_single_contract(**kwargs: object) -> SwapSingleShape:
+@keyword_op("swap_single")
+def check_swap_single_contract(t: Bound) -> SwapSingleShape:
     """``check_swap_single_inputs`` plus the content contract (reads values: one device->host sync).
 
-    Takes exactly the op's keyword arguments. Rules (reference doc §2.7, §7.8), each error naming the
+    Rules (reference doc §2.7, §7.8), each error naming the
     argument, the batch row and the offending value:
     - ``num_real_reqs[0]`` in [0, batch]; real rows' ``req_pool_indices`` in [0, num_req_slots);
     - long rows (seq_len > hot_buffer_size) use distinct request slots (they mutate them);
@@ -144,8 +129,7 @@ def check_swap_single_contract(**kwargs: object) -> SwapSingleShape:
       token (but the newest) held by two hot slots; hot slots hold device rows in [0, device_rows);
       every miss (not resident, not the newest token) has a host row in [0, host_rows).
     """
-    shape = check_swap_single_inputs(**kwargs)  # type: ignore[arg-type]
-    t: dict = kwargs
+    shape = check_swap_single_inputs(**t)
     n = int(t["num_real_reqs"][0])  # the one unavoidable sync: which rows are real
     if not 0 <= n <= shape.batch:
         raise InputError(f"num_real_reqs: must be in [0, batch={shape.batch}], got {n}")
