@@ -103,7 +103,9 @@ def invocations(implementation: str, backend: Any, workload: Any, *, pdl: bool |
     built by the implementation's binder (hisparse/bench/implementations.py names it)."""
     impl = implementations.get(implementation)
     binder = _BINDERS[impl.binder]
-    return binder(backend, _buffers(workload), planned=impl.planned, pdl=pdl, record_plan=record_plan)
+    # sglang's binders keep their own state on the workload, restored by its reset()
+    target = workload if getattr(binder, "needs_workload", False) else _buffers(workload)
+    return binder(backend, target, planned=impl.planned, pdl=pdl, record_plan=record_plan)
 
 
 def bind_sequential_lru(backend: Any, b: Any, *, planned: bool, pdl: bool | None,
@@ -129,7 +131,15 @@ def bind_multi_step(backend: Any, b: Any, *, planned: bool, pdl: bool | None,
     return out
 
 
-_BINDERS = {"bind_sequential_lru": bind_sequential_lru, "bind_multi_step": bind_multi_step}
+def _sglang_binder(name: str) -> Callable[..., list[Invocation]]:
+    from hisparse.bench import sglang  # noqa: PLC0415
+
+    return getattr(sglang, name)
+
+
+_BINDERS = {"bind_sequential_lru": bind_sequential_lru, "bind_multi_step": bind_multi_step,
+            "bind_sglang_lru": _sglang_binder("bind_sglang_lru"),
+            "bind_sglang_multi_step": _sglang_binder("bind_sglang_multi_step")}
 
 
 def _planned_copies(backend: Any, b: Any, prefix: str) -> list[Invocation]:
