@@ -38,9 +38,12 @@ def _out_path(out: str | None, run_id: str) -> Path:
 @click.option("--processes", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Then time every case again in N-1 fresh processes (`hisparse-bench retime`), samples pooled: "
                    "for effects fixed per process that rounds cannot average.")
+@click.option("--sglang-src", type=click.Path(exists=True, file_okay=False), default=None,
+              help="sglang checkout or unpacked wheel whose kernels the sglang_* implementations run "
+                   "(default: HISPARSE_SGLANG_SRC, else an installed sglang).")
 @click.pass_context
 def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ...], out: str | None,
-        resume: str | None, backend_name: str, plots: bool, processes: int) -> None:
+        resume: str | None, backend_name: str, plots: bool, processes: int, sglang_src: str | None) -> None:
     """Run the sweep CONFIG (a name under configs/ or a YAML path; default "default", or
     "cpu-small" when no GPU is available)."""
     from datetime import datetime, timezone
@@ -54,6 +57,10 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     from hisparse.bench.floors import PinnedBandwidth, measure_pinned_h2d
     from hisparse.render import text
 
+    if sglang_src is not None:  # the environment too: sglang's cases run in a spawned worker
+        import os
+
+        env.SGLANG_SRC = os.environ["HISPARSE_SGLANG_SRC"] = str(Path(sglang_src).resolve())
     if resume is not None and processes > 1:
         raise _UsageFailure("--processes cannot be combined with --resume (it would retime the finished cases "
                             "again): resume, then run `hisparse-bench retime FILE` once per missing process")
@@ -109,8 +116,9 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     try:
         with click.progressbar(cases, label="cases", show_pos=True,
                                item_show_func=lambda c: c.case_id if c is not None else "") as bar:
-            for _case, _result in measure.run_sweep(bar, backend, writer, floors=pinned):
-                pass
+            with _case_runner(cases, backend) as runner:
+                for _case, _result in measure.run_sweep(bar, backend, writer, floors=pinned, run=runner):
+                    pass
     except KeyboardInterrupt:
         click.echo(f"\nInterrupted. Finished cases are in {writer.path}; continue with --resume {writer.path}",
                    err=True)
@@ -128,6 +136,20 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     if plots:
         _plots(record, writer.path.with_suffix(""))
     ctx.exit(1 if any(c.status == "failed" for c in record.cases) else 0)
+
+
+def _case_runner(cases: list, backend):
+    """sglang's cases in a worker process when they can run (a CUDA fault there fails that case, not the
+    sweep: hisparse/bench/sglang.py IsolatedRunner); everything else in this process."""
+    import contextlib
+
+    from hisparse.bench import implementations, measure
+
+    if backend.is_kernel and any(implementations.get(c.implementation).source == "sglang" for c in cases):
+        from hisparse.bench.sglang import IsolatedRunner
+
+        return IsolatedRunner(backend.name)
+    return contextlib.nullcontext(measure.run_case)
 
 
 def _retime_in_new_process(path: Path, backend: str) -> None:
