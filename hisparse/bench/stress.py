@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from hisparse.bench.case import PAGE_SIZE
+from hisparse.kernels import limits
 from hisparse.kernels.state import multi_step_sizes, new_multi_step_state
 
 KINDS = ("flood", "between", "above", "reref", "mix")
@@ -230,6 +231,11 @@ def prune(implementation: str, case: StressCase) -> str | None:
     from hisparse.bench import implementations  # noqa: PLC0415
 
     impl = implementations.get(implementation)
+    s, k, h = case.steps, case.top_k, case.hot_buffer_size
+    if not 1 <= s <= limits.MAX_STEPS or s * k > limits.MAX_STEPS_X_TOP_K:
+        return f"steps {s} x top_k {k}: outside steps 1..{limits.MAX_STEPS}, steps*top_k <= {limits.MAX_STEPS_X_TOP_K}"
+    if k > h:
+        return f"top_k {k} > hot_buffer_size {h}"
     if case.hot_buffer_size > impl.max_hot_buffer_size:
         return f"hot_buffer_size {case.hot_buffer_size} > {impl.max_hot_buffer_size}"
     if impl.source == "sglang":
