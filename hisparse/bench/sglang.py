@@ -223,12 +223,26 @@ def _register_bare_packages(pkg: Path) -> None:
     sys.modules.setdefault("sglang.srt.utils.common", _common_shim())
 
 
+def _export_cuda_home() -> None:
+    """sglang's JIT (tvm-ffi's build) links against CUDA_HOME, else dirname(dirname(which nvcc)): a
+    wrapper script on PATH (/usr/local/bin/nvcc) then gives a toolkit without lib64 and the link fails
+    (-lcudart not found). Hand it the toolkit our own JIT resolved, unless the user set one."""
+    import os  # noqa: PLC0415
+
+    if os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"):
+        return
+    home = env.CUDA_HOME
+    if home is not None:
+        os.environ["CUDA_HOME"] = str(home)
+
+
 def load(src: str | Path | None = None) -> SglangKernels:
     """sglang's entry points (cached per package directory); raises SglangUnavailable with what to do."""
     source = find_source(src)
     key = str(source.package_dir)
     if key in _LOADED:
         return _LOADED[key]
+    _export_cuda_home()
     real = sys.modules.get("sglang")
     if real is None or getattr(real, "__file__", None) is None:  # not a fully imported sglang
         _register_bare_packages(source.package_dir)
