@@ -83,6 +83,10 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
         raise _UsageFailure(str(e)) from e
     cases = list(expansion.cases)
     environment = metadata.collect_environment(backend.device)
+    if _has_sglang(cases):  # which sglang: version, and for a checkout its commit and dirty flag
+        from hisparse.bench.sglang import provenance
+
+        environment.update(provenance())
 
     if resume is not None:
         try:
@@ -138,14 +142,20 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     ctx.exit(1 if any(c.status == "failed" for c in record.cases) else 0)
 
 
+def _has_sglang(cases: list) -> bool:
+    from hisparse.bench import implementations
+
+    return any(implementations.get(c.implementation).source == "sglang" for c in cases)
+
+
 def _case_runner(cases: list, backend):
     """sglang's cases in a worker process when they can run (a CUDA fault there fails that case, not the
     sweep: hisparse/bench/sglang.py IsolatedRunner); everything else in this process."""
     import contextlib
 
-    from hisparse.bench import implementations, measure
+    from hisparse.bench import measure
 
-    if backend.is_kernel and any(implementations.get(c.implementation).source == "sglang" for c in cases):
+    if backend.is_kernel and _has_sglang(cases):
         from hisparse.bench.sglang import IsolatedRunner
 
         return IsolatedRunner(backend.name)

@@ -402,3 +402,130 @@ def test_isolated_runner_runs_our_cases_in_this_process():
         r = runner(_case("multi_step", batch=1), None, floors=PinnedBandwidth(None))
         assert runner.worker._proc is None
     assert r.params["pid"] == os.getpid()
+
+
+# ---------------------------------------------------------------------------------------------
+# A fake sglang that swaps correctly (our references behind sglang's signatures and state layout):
+# a whole run_case through the sglang binders, SglangStateView and the checker must pass.
+
+
+WORKING_HISPARSE = FAKE_HISPARSE + '''
+import torch
+from hisparse.kernels.reference.copy_planned import copy_planned as _copy
+from hisparse.kernels.reference.swap_multi import swap_multi_step as _multi
+from hisparse.kernels.reference.swap_single import swap_single_step as _single
+from hisparse.kernels.state import MultiStepState, multi_step_sizes
+
+OURS = {}
+
+def _bits(hot):
+    return (hot - 1).bit_length()
+
+def _ours(state, steps, top_k):
+    key = state.cache_index.data_ptr()
+    if key not in OURS:
+        r, hot = state.scratch_locs.shape[0], state.cache_policy.shape[1]
+        sz = multi_step_sizes(r, steps, top_k, hot, scratch_capacity=state.scratch_locs.shape[1])
+        OURS[key] = MultiStepState(
+            hash_index=state.cache_index.clone(), ref_epochs=torch.zeros((r, hot), dtype=torch.int32),
+            clock=torch.zeros((r, 2), dtype=torch.int32), counters=torch.zeros((r, 4), dtype=torch.int32),
+            scratch_locs=state.scratch_locs.clone(),
+            miss_keys=torch.full((r, sz.miss_table_size), -1, dtype=torch.int64),
+            miss_vals=torch.full((r, sz.miss_table_size), -1, dtype=torch.int64),
+            miss_order=torch.zeros((r, sz.occurrences), dtype=torch.int32), sizes=sz)
+    ours = OURS[key]
+    r, hot = ours.sizes.num_req_slots, ours.sizes.hot_buffer_size
+    packed = state.cache_policy[0, :r].to(torch.int64) & 0xFFFFFFFF
+    row = state.scratch_state[0, :4 * r].to(torch.int64).view(4, r)
+    ours.hash_index.copy_(state.cache_index)
+    ours.ref_epochs.copy_(state.cache_policy[1:1 + r])
+    ours.clock.copy_(torch.stack([packed >> _bits(hot), packed & ((1 << _bits(hot)) - 1)], 1))
+    ours.counters.copy_(torch.stack([row[0], row[1], row[2], ((row[3] >> 31) & 1)], 1))
+    ours.scratch_locs.copy_(state.scratch_locs)
+    return ours
+
+def _back(ours, state):
+    r, hot = ours.sizes.num_req_slots, ours.sizes.hot_buffer_size
+    state.cache_index.copy_(ours.hash_index)
+    state.cache_policy[1:1 + r].copy_(ours.ref_epochs)
+    c = ours.clock.to(torch.int64)
+    state.cache_policy[0, :r] = ((c[:, 0] << _bits(hot)) | c[:, 1]).to(torch.int32)
+    gen = state.scratch_state[0, 3 * r:4 * r].to(torch.int64) & 0x7FFFFFFF
+    flag = (ours.counters[:, 3].to(torch.int64) & 1) << 31
+    for i in range(3):
+        state.scratch_state[0, i * r:(i + 1) * r] = ours.counters[:, i]
+    state.scratch_state[0, 3 * r:4 * r] = (gen | flag).to(torch.int64).to(torch.uint32).view(torch.int32) \
+        if hasattr(torch, "uint32") else (gen | flag).to(torch.int32)
+    state.scratch_locs.copy_(ours.scratch_locs)
+
+def load_cache_to_device_buffer_spec_mla(*, state, host_cache, top_k_tokens, **kw):
+    CALLS.append(("spec", kw))
+    ours = _ours(state, top_k_tokens.shape[1], top_k_tokens.shape[2])
+    _multi(state=ours, host_cache=host_cache, top_k_tokens=top_k_tokens,
+           item_size_bytes=host_cache.stride(0) * host_cache.element_size(), **kw)
+    _back(ours, state)
+
+def load_cache_to_device_buffer_mla(top_k_tokens, device_buffer_tokens, host_cache_locs, device_buffer_locs,
+                                    host_cache, device_buffer, top_k_device_locs, req_pool_indices, seq_lens,
+                                    lru_slots, item_size_bytes, num_top_k, hot_buffer_size, page_size=1,
+                                    block_size=256, num_real_reqs=None, miss_src=None, miss_dst=None,
+                                    miss_count=None, skip_io=False):
+    CALLS.append(("lru", {}))
+    _single(top_k_tokens=top_k_tokens, device_buffer_tokens=device_buffer_tokens, host_cache_locs=host_cache_locs,
+            device_buffer_locs=device_buffer_locs, host_cache=host_cache, device_buffer=device_buffer,
+            top_k_device_locs=top_k_device_locs, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
+            lru_slots=lru_slots, item_size_bytes=item_size_bytes, page_size=page_size, num_real_reqs=num_real_reqs,
+            miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count)
+
+def copy_cache_planned_mla(*, miss_src, miss_dst, miss_count, num_real_reqs, host_cache, device_buffer,
+                           item_size_bytes, num_blocks=4, block_size=1024, is_dsv4_layout=False, skip_io=False):
+    CALLS.append(("copy", {}))
+    _copy(miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count, num_real_reqs=num_real_reqs,
+          host_cache=host_cache, device_buffer=device_buffer, item_size_bytes=item_size_bytes)
+'''
+
+
+@pytest.fixture
+def working(tmp_path, monkeypatch, clean_sglang):
+    root = _fake_tree(tmp_path / "working", body=WORKING_HISPARSE)
+    monkeypatch.setattr(env, "SGLANG_SRC", str(root))
+    return sglang.load()
+
+
+@pytest.mark.parametrize("impl", ["sglang_multi_step", "sglang_multi_step_planned", "sglang_lru_sequential"])
+def test_a_correct_swap_behind_sglangs_layout_passes_the_same_gate(working, impl):
+    from dataclasses import replace as dc_replace
+
+    from hisparse.bench.backends import get_backend
+
+    backend = dc_replace(get_backend("reference"), name="cuda", is_kernel=True)  # "kernels" on the CPU
+    case = _case(impl, batch=1, shared_layers=1) if impl.endswith("planned") else _case(impl, batch=1)
+    case = case.with_(timing=TimingSettings(calls_per_graph=2, warmup_calls=0, replays=10, check_calls=2))
+    result = run_case(case, backend, floors=PinnedBandwidth(None))
+    assert result.status == "ok", result.reason
+    kinds = {k for k, _ in working.module.CALLS}
+    assert kinds == ({"lru"} if impl == "sglang_lru_sequential" else
+                     {"spec", "copy"} if impl.endswith("planned") else {"spec"})
+
+
+def test_a_wrong_row_behind_sglangs_layout_fails_the_gate(working, monkeypatch):
+    from dataclasses import replace as dc_replace
+
+    from hisparse.bench.backends import get_backend
+    from hisparse.kernels.reference.bytes import as_rows
+
+    good = working.module.load_cache_to_device_buffer_spec_mla
+
+    def corrupt(**kw):
+        good(**kw)
+        row = int(kw["top_k_device_locs"][0, 1, 5])
+        as_rows(kw["device_buffer"], 576)[row, 3] ^= 0x5A
+
+    monkeypatch.setattr(working.module, "load_cache_to_device_buffer_spec_mla", corrupt)
+    monkeypatch.setattr(sglang, "_LOADED", {})  # rebind to the patched entry point
+    sys.modules.pop(sglang.ENTRY_MODULE)
+    sys.modules[sglang.ENTRY_MODULE] = working.module
+    backend = dc_replace(get_backend("reference"), name="cuda", is_kernel=True)
+    result = run_case(_case("sglang_multi_step", batch=1), backend, floors=PinnedBandwidth(None))
+    assert result.status == "failed"
+    assert result.reason.startswith("check call 0: invariant 1 failed for request 0")
