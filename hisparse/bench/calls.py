@@ -131,15 +131,29 @@ def bind_multi_step(backend: Any, b: Any, *, planned: bool, pdl: bool | None,
     return out
 
 
-def _sglang_binder(name: str) -> Callable[..., list[Invocation]]:
+def bind_sglang_lru(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
+                    record_plan: bool) -> list[Invocation]:
+    """sglang's single-step swap per step (hisparse/bench/sglang.py builds the calls)."""
     from hisparse.bench import sglang  # noqa: PLC0415
 
-    return getattr(sglang, name)
+    return [Invocation(*t) for t in sglang.lru_invocations(backend, workload, planned=planned, record_plan=record_plan)]
 
+
+def bind_sglang_multi_step(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
+                           record_plan: bool) -> list[Invocation]:
+    """sglang's speculative swap (hisparse/bench/sglang.py builds the calls and its state)."""
+    from hisparse.bench import sglang  # noqa: PLC0415
+
+    return [Invocation(*t) for t in
+            sglang.multi_step_invocations(backend, workload, planned=planned, record_plan=record_plan)]
+
+
+# sglang's binders get the Workload: their state is registered with its reset()
+bind_sglang_lru.needs_workload = True  # type: ignore[attr-defined]
+bind_sglang_multi_step.needs_workload = True  # type: ignore[attr-defined]
 
 _BINDERS = {"bind_sequential_lru": bind_sequential_lru, "bind_multi_step": bind_multi_step,
-            "bind_sglang_lru": _sglang_binder("bind_sglang_lru"),
-            "bind_sglang_multi_step": _sglang_binder("bind_sglang_multi_step")}
+            "bind_sglang_lru": bind_sglang_lru, "bind_sglang_multi_step": bind_sglang_multi_step}
 
 
 def _planned_copies(backend: Any, b: Any, prefix: str) -> list[Invocation]:

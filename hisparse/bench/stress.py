@@ -326,7 +326,7 @@ def run_all(implementations: tuple[str, ...], cases: list[StressCase], backend: 
             for case in cases:
                 if isolate and table.get(impl).source == "sglang" and prune(impl, case) is None:
                     if worker is None:
-                        from hisparse.bench.sglang import Worker  # noqa: PLC0415
+                        from hisparse.bench.isolate import Worker  # noqa: PLC0415
 
                         worker = Worker(backend.name)
                     d = asdict(case)

@@ -156,7 +156,7 @@ def _case_runner(cases: list, backend):
     from hisparse.bench import measure
 
     if backend.is_kernel and _has_sglang(cases):
-        from hisparse.bench.sglang import IsolatedRunner
+        from hisparse.bench.isolate import IsolatedRunner
 
         return IsolatedRunner(backend.name)
     return contextlib.nullcontext(measure.run_case)

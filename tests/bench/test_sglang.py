@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from hisparse import env
-from hisparse.bench import calls, sglang
+from hisparse.bench import calls, isolate, sglang
 from hisparse.bench.backends import Backend
 from hisparse.bench.case import Case, TimingSettings
 from hisparse.bench.config import load_config
@@ -386,7 +386,7 @@ def fake_run(case, backend, *, floors):
 def test_isolated_runner_records_a_dead_worker_and_goes_on():
     run_path = f"{fake_run.__module__}:fake_run"
     cases = [_case("sglang_multi_step", batch=n) for n in (1, 3, 2)]
-    with sglang.IsolatedRunner("reference", run_path=run_path, timeout_s=240) as runner:
+    with isolate.IsolatedRunner("reference", run_path=run_path, timeout_s=240) as runner:
         results = [runner(c, None, floors=PinnedBandwidth(None)) for c in cases]
         faults = list(runner.faults)
     assert [r.status for r in results] == ["ok", "failed", "ok"]
@@ -398,7 +398,7 @@ def test_isolated_runner_records_a_dead_worker_and_goes_on():
 
 def test_isolated_runner_runs_our_cases_in_this_process():
     run_path = f"{fake_run.__module__}:fake_run"
-    with sglang.IsolatedRunner("reference", run_path=run_path) as runner:
+    with isolate.IsolatedRunner("reference", run_path=run_path) as runner:
         r = runner(_case("multi_step", batch=1), None, floors=PinnedBandwidth(None))
         assert runner.worker._proc is None
     assert r.params["pid"] == os.getpid()
