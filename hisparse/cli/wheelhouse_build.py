@@ -337,6 +337,6 @@ def _download_sglang(version: str, dest: Path, python_version: str, echo=print) 
     for cmd in sglang_download_commands(version, dest, python_version):
         echo(f"download sglang=={version} (no deps, CPython {cmd[cmd.index('--python-version') + 1]})")
         last = subprocess.run(cmd, capture_output=True, text=True)
-        if last.returncode == 0:
+        if not last.returncode:
             return None
     return f"pip download sglang=={version} failed for every interpreter tried:\n{_tail(last)}"

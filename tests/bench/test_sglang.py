@@ -529,3 +529,46 @@ def test_a_wrong_row_behind_sglangs_layout_fails_the_gate(working, monkeypatch):
     result = run_case(_case("sglang_multi_step", batch=1), backend, floors=PinnedBandwidth(None))
     assert result.status == "failed"
     assert result.reason.startswith("check call 0: invariant 1 failed for request 0")
+
+
+# ---------------------------------------------------------------------------------------------
+# Offline nodes: `hisparse-bench wheelhouse --with-sglang VERSION`
+
+
+def test_wheelhouse_carries_sglang_unpacked_not_installed(tmp_path):
+    from hisparse.cli import wheelhouse_build as wh
+
+    reqs = wh.sglang_requirements("0.5.23")
+    assert [r.name for r in reqs] == ["msgspec"]
+    cmds = wh.sglang_download_commands("0.5.23", tmp_path, "3.12", python="py")
+    assert [c[c.index("--python-version") + 1] for c in cmds] == ["3.12", "3.11", "3.10"]
+    assert all(c[-1] == "sglang==0.5.23" and "--no-deps" in c and "manylinux_2_34_x86_64" in c for c in cmds)
+    script = wh.install_script("3.12", wh.DEFAULT_PLATFORMS, reqs, False, "0.5.23")
+    assert '"$here"/sglang/sglang-*.whl' in script
+    assert 'echo "export HISPARSE_SGLANG_SRC=$here/sglang-src"' in script
+    assert "sglang" not in wh.install_script("3.12", wh.DEFAULT_PLATFORMS, [], False)
+
+
+def test_wheelhouse_rejects_a_bad_sglang_version():
+    from hisparse.cli import wheelhouse_build as wh
+
+    with pytest.raises(wh.WheelhouseError, match="--with-sglang: 'latest' is not a version"):
+        wh.sglang_requirements("latest")
+
+
+def test_install_script_unpacks_the_sglang_wheel(tmp_path):
+    """The unpack step of install.sh on a wheel-shaped zip (the pip install step before it needs wheels)."""
+    import zipfile
+
+    from hisparse.cli import wheelhouse_build as wh
+
+    (tmp_path / "sglang").mkdir()
+    with zipfile.ZipFile(tmp_path / "sglang" / "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl", "w") as z:
+        z.writestr("sglang/kernels/ops/kvcache/hisparse.py", "# kernels\n")
+    script = wh.install_script("3.12", wh.DEFAULT_PLATFORMS, [], False, "0.5.23")
+    unpack = script[script.index("# sglang: unpacked"):]
+    proc = subprocess.run(["bash", "-c", f'set -euo pipefail; shopt -s nullglob; here={tmp_path}; '
+                           f'PYTHON={sys.executable}\n{unpack}'], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"export HISPARSE_SGLANG_SRC={tmp_path}/sglang-src"
+    assert sglang.find_source(tmp_path / "sglang-src").package_dir == (tmp_path / "sglang-src" / "sglang").resolve()

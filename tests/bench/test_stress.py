@@ -136,3 +136,10 @@ def test_check_command_prints_the_table(tmp_path):
 def test_check_command_fails_on_a_bad_option():
     res = CliRunner().invoke(main, ["check", "--layout", "sparse"])
     assert res.exit_code == 2 and "'sparse' is not one of 'dense', 'aligned16'" in res.output
+
+
+def test_isolated_jobs_run_in_a_worker_with_the_same_result():
+    """What `check` does on a GPU: each job in a worker process (a CUDA fault costs one cell)."""
+    report = stress.run_all(("multi_step",), [TINY], REF, isolate=True)
+    (result,) = report.results
+    assert (result.status, result.calls) == ("pass", 7) and result.kinds == stress.run_stress("multi_step", TINY, REF).kinds
