@@ -283,6 +283,8 @@ def _bit_exact_setup(inv: Invocation, backend: Any) -> Callable[[], list] | None
     None when not applicable or too large."""
     if inv.kind != SINGLE or not getattr(backend, "is_kernel", False):
         return None
+    if not getattr(inv.fn, "reference_exact", True):  # sglang's kernel: bit-exactness is ours to promise
+        return None
     kw = inv.kwargs
     size = sum(kw[k].numel() * kw[k].element_size() for k in _SINGLE_MUTATED if kw.get(k) is not None)
     if size > BIT_EXACT_MAX_BYTES:

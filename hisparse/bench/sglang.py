@@ -454,6 +454,9 @@ def _spec_fn(fn: Any, kwargs: dict[str, Any]) -> Any:
         fn(**kwargs)
 
     call.sglang_kwargs = kwargs  # type: ignore[attr-defined]  (tests read what sglang gets)
+    # The gate for sglang's kernels is the invariant checker and the row bytes; the extra bit-exact
+    # comparison with our single-step reference (calls._bit_exact_setup) is a promise of our kernel only.
+    call.reference_exact = False  # type: ignore[attr-defined]
     return call
 
 

@@ -572,3 +572,16 @@ def test_install_script_unpacks_the_sglang_wheel(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"export HISPARSE_SGLANG_SRC={tmp_path}/sglang-src"
     assert sglang.find_source(tmp_path / "sglang-src").package_dir == (tmp_path / "sglang-src" / "sglang").resolve()
+
+
+def test_sglang_lru_is_not_held_to_our_references_tie_breaking(fake):
+    """Bit-exactness against our single-step reference is our kernel's promise, not sglang's gate."""
+    wl = make_workload(_case("sglang_lru_sequential"), "cpu")
+    inv = calls.bind("sglang_lru_sequential", _kernel_backend(), wl)._timed[0]
+    assert inv.kind == calls.SINGLE and calls._bit_exact_setup(inv, _kernel_backend()) is None
+    ours = calls.bind("lru_sequential", _kernel_backend(), make_workload(_case("lru_sequential"), "cpu"))._timed[0]
+    assert calls._bit_exact_setup(ours, _kernel_backend()) is not None
+
+
+def test_sglang_kinds_are_calls_kinds():
+    assert (sglang.SINGLE, sglang.MULTI, sglang.PLANNED) == (calls.SINGLE, calls.MULTI, calls.PLANNED)
