@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from hisparse import env
-from hisparse.errors import KernelUnavailable
+from hisparse.errors import InputError, KernelUnavailable
 
 PINNED_VERSION = "0.5.23"
 ENTRY_MODULE = "sglang.kernels.ops.kvcache.hisparse"
@@ -346,7 +346,7 @@ def new_spec_state(state_cls: Any, sizes: SpecSizes, scratch_locs: Any) -> Any:
 
     r, hot, dev = sizes.num_req_slots, sizes.hot_buffer_size, scratch_locs.device
     if tuple(scratch_locs.shape) != (r, sizes.scratch_capacity):
-        raise SglangUnavailable(f"scratch_locs: expected [{r}, {sizes.scratch_capacity}] (coordinator sizing), "
+        raise InputError(f"scratch_locs: expected [{r}, {sizes.scratch_capacity}] (coordinator sizing), "
                                 f"got {list(scratch_locs.shape)}")
     cache_index = torch.full((r, 2, sizes.hash_size), -1, dtype=torch.int64, device=dev)
     cache_policy = torch.zeros((r + 1, hot), dtype=torch.int32, device=dev)
@@ -430,7 +430,7 @@ def _sglang_state(workload: Any, kernels: SglangKernels) -> SglangStateView:
     ours = b.state.sizes  # the workload sized scratch rows the same way (min(T, max(1024, T - HOT)))
     sizes = spec_sizes(b.batch, b.steps, b.top_k, b.hot_buffer_size)
     if sizes.scratch_capacity != ours.scratch_capacity:
-        raise SglangUnavailable(f"scratch capacity: coordinator sizing gives {sizes.scratch_capacity}, the "
+        raise InputError(f"scratch capacity: coordinator sizing gives {sizes.scratch_capacity}, the "
                                 f"workload's rows {ours.scratch_capacity}")
     state = new_spec_state(kernels.spec_state, sizes, b.state.scratch_locs)
     view = SglangStateView(state, _checker_sizes(sizes, ours))
