@@ -13,6 +13,8 @@ Variables:
     HISPARSE_NO_JIT=1    never compile: load prebuilt .so files from the cache or raise KernelUnavailable.
     HISPARSE_CUDA_ARCH   target, e.g. "9.0" or "9.0a" (space-separated list allowed). Default: the
                          capability of GPU 0, else "9.0" so compile-only builds work without a GPU.
+    HISPARSE_SGLANG_SRC  an sglang checkout or unpacked wheel whose HiSparse kernels the sglang_*
+                         implementations run (hisparse/bench/sglang.py); unset: an installed sglang.
     CUDA_HOME/CUDA_PATH  honoured when they hold bin/nvcc; otherwise derived from the real nvcc.
 """
 from __future__ import annotations
@@ -65,6 +67,7 @@ CACHE_DIR: Path = Path(
     os.environ.get("HISPARSE_CACHE_DIR") or ((REPO_ROOT or Path.cwd()) / ".cache" / "hisparse" / "jit")
 ).expanduser().resolve()
 NO_JIT: bool = _truthy(os.environ.get("HISPARSE_NO_JIT"))
+SGLANG_SRC: str | None = os.environ.get("HISPARSE_SGLANG_SRC") or None
 # Where sweep configs are found by name: the checkout's configs/ (a source tree), then the copy an
 # installed wheel ships as hisparse/configs (setup.py); a name is also looked up in ./configs.
 CONFIG_DIRS: tuple[Path, ...] = tuple(d for d in ((REPO_ROOT / "configs") if REPO_ROOT else None,

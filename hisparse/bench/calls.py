@@ -103,7 +103,9 @@ def invocations(implementation: str, backend: Any, workload: Any, *, pdl: bool |
     built by the implementation's binder (hisparse/bench/implementations.py names it)."""
     impl = implementations.get(implementation)
     binder = _BINDERS[impl.binder]
-    return binder(backend, _buffers(workload), planned=impl.planned, pdl=pdl, record_plan=record_plan)
+    # sglang's binders keep their own state on the workload, restored by its reset()
+    target = workload if getattr(binder, "needs_workload", False) else _buffers(workload)
+    return binder(backend, target, planned=impl.planned, pdl=pdl, record_plan=record_plan)
 
 
 def bind_sequential_lru(backend: Any, b: Any, *, planned: bool, pdl: bool | None,
@@ -129,7 +131,29 @@ def bind_multi_step(backend: Any, b: Any, *, planned: bool, pdl: bool | None,
     return out
 
 
-_BINDERS = {"bind_sequential_lru": bind_sequential_lru, "bind_multi_step": bind_multi_step}
+def bind_sglang_lru(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
+                    record_plan: bool) -> list[Invocation]:
+    """sglang's single-step swap per step (hisparse/bench/sglang.py builds the calls)."""
+    from hisparse.bench import sglang  # noqa: PLC0415
+
+    return [Invocation(*t) for t in sglang.lru_invocations(backend, workload, planned=planned, record_plan=record_plan)]
+
+
+def bind_sglang_multi_step(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
+                           record_plan: bool) -> list[Invocation]:
+    """sglang's speculative swap (hisparse/bench/sglang.py builds the calls and its state)."""
+    from hisparse.bench import sglang  # noqa: PLC0415
+
+    return [Invocation(*t) for t in
+            sglang.multi_step_invocations(backend, workload, planned=planned, record_plan=record_plan)]
+
+
+# sglang's binders get the Workload: their state is registered with its reset()
+bind_sglang_lru.needs_workload = True  # type: ignore[attr-defined]
+bind_sglang_multi_step.needs_workload = True  # type: ignore[attr-defined]
+
+_BINDERS = {"bind_sequential_lru": bind_sequential_lru, "bind_multi_step": bind_multi_step,
+            "bind_sglang_lru": bind_sglang_lru, "bind_sglang_multi_step": bind_sglang_multi_step}
 
 
 def _planned_copies(backend: Any, b: Any, prefix: str) -> list[Invocation]:
@@ -258,6 +282,8 @@ def _bit_exact_setup(inv: Invocation, backend: Any) -> Callable[[], list] | None
     return a function that runs the reference on the clones and compares everything bit for bit.
     None when not applicable or too large."""
     if inv.kind != SINGLE or not getattr(backend, "is_kernel", False):
+        return None
+    if not getattr(inv.fn, "reference_exact", True):  # sglang's kernel: bit-exactness is ours to promise
         return None
     kw = inv.kwargs
     size = sum(kw[k].numel() * kw[k].element_size() for k in _SINGLE_MUTATED if kw.get(k) is not None)

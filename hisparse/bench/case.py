@@ -455,6 +455,11 @@ def prune_reason(params: Mapping[str, Any], timing: TimingSettings | None = None
     if h > limit:
         why = " (int16 lru_slots)" if impl in LRU_IMPLEMENTATIONS else ""
         return f"{impl} needs hot_buffer_size <= {limit}{why}, got {h}"
+    if implementations.get(impl).source == "sglang":
+        from hisparse.bench import sglang  # noqa: PLC0415 (torch-free: upstream's contract limits)
+
+        if (why := sglang.prune_reason(impl, params)) is not None:
+            return why
     wp = dict(params.get("workload_params") or {})
     if workload == "upstream":
         if k != UPSTREAM_TOP_K:

@@ -31,6 +31,9 @@ class Implementation:
     planned:    also copies the miss plan into ``shared_layers`` shared-index layers.
     default:    swept when a config has no implementation axis.
     max_hot_buffer_size: the largest hot buffer its kernels take (kernels/limits.py).
+    source:     whose kernels: "hisparse" (ours, built by ``hisparse-bench build``) or "sglang"
+                (sglang's own entry points, hisparse/bench/sglang.py; sglang JIT-builds them itself,
+                so their ``ops`` name only the floor).
     """
 
     name: str
@@ -41,6 +44,7 @@ class Implementation:
     planned: bool
     default: bool
     max_hot_buffer_size: int
+    source: str = "hisparse"
 
     @property
     def uses_pdl(self) -> bool:
@@ -61,6 +65,17 @@ TABLE: tuple[Implementation, ...] = (
     Implementation("lru_sequential_planned", ("swap_single", "copy_planned", "gather_floor"), "bind_sequential_lru",
                    baseline=None, multi_step=False, planned=True, default=False,
                    max_hot_buffer_size=limits.MAX_LRU_HOT_BUFFER_SIZE),
+    # opt-in: sglang's own kernels through its Python entry points (issue 12), side by side with ours.
+    # No sglang sequential-LRU planned variant exists, so the planned row is its own baseline.
+    Implementation("sglang_lru_sequential", ("gather_floor",), "bind_sglang_lru",
+                   baseline=None, multi_step=False, planned=False, default=False,
+                   max_hot_buffer_size=limits.MAX_LRU_HOT_BUFFER_SIZE, source="sglang"),
+    Implementation("sglang_multi_step", ("gather_floor",), "bind_sglang_multi_step",
+                   baseline="sglang_lru_sequential", multi_step=True, planned=False, default=False,
+                   max_hot_buffer_size=limits.MAX_HOT_BUFFER_SIZE, source="sglang"),
+    Implementation("sglang_multi_step_planned", ("gather_floor",), "bind_sglang_multi_step",
+                   baseline=None, multi_step=True, planned=True, default=False,
+                   max_hot_buffer_size=limits.MAX_HOT_BUFFER_SIZE, source="sglang"),
 )
 
 BY_NAME: dict[str, Implementation] = {impl.name: impl for impl in TABLE}

@@ -142,6 +142,18 @@ def time_rounds(case: Any, backend: Any, make_workload: Callable[..., Any], sett
     return measured, placements
 
 
+def skip_reason(case: Any, backend: Any) -> str | None:
+    """Why ``case`` cannot run with ``backend`` at all (recorded as skipped, not failed): sglang's
+    implementations without sglang, or on the reference backend. None for every other case."""
+    from hisparse.bench import implementations as table  # noqa: PLC0415
+
+    if table.get(case.implementation).source != "sglang":
+        return None
+    from hisparse.bench import sglang  # noqa: PLC0415
+
+    return sglang.unavailable_reason(backend=backend)
+
+
 def run_case(
     case: Any,
     backend: Any,
@@ -155,6 +167,9 @@ def run_case(
     ``make_workload(case, device, host_offset_rows=...)`` (hisparse.bench.workload.make_workload)."""
     t0 = time.perf_counter()
     params = case_params(case)
+    if (skip := skip_reason(case, backend)) is not None:
+        return CaseResult(case.case_id, params, "skipped", reason=skip, timing=_settings_dict(case),
+                          wall_s=time.perf_counter() - t0)
     settings = timing.Settings.of(case.timing)
     make_workload = make_workload or default_make_workload
     workload = bound = records = None

@@ -188,7 +188,7 @@ def _create(request: RunRequest, cfg: Any, expansion: Any, backend: Any, resolve
     from hisparse.results import metadata  # noqa: PLC0415
     from hisparse.results import model as results  # noqa: PLC0415
 
-    environment = metadata.collect_environment(backend.device)
+    environment = _environment(backend.device, list(expansion.cases))
     created = datetime.now(timezone.utc)
     run_id = results.make_run_id(created, environment.get("git_commit"), cfg.name)
     path = out_path(request.out, run_id, resolved)
@@ -215,15 +215,49 @@ def execute(session: Session, on_case: Callable[[CaseProgress], None] = lambda _
     cases = session.cases
     start = time.perf_counter()
     timed = 0
-    for index, (case, result) in enumerate(
-            measure.run_sweep(cases, session.backend, session.writer, floors=session.pinned), start=1):
-        elapsed = time.perf_counter() - start
-        timed += result is not None
-        left = session.to_run - timed
-        eta = elapsed / timed * left if timed else None
-        on_case(CaseProgress(index=index, total=len(cases), case_id=case.case_id, result=result,
-                             elapsed_s=elapsed, eta_s=eta))
+    with _case_runner(cases, session.backend) as runner:
+        for index, (case, result) in enumerate(
+                measure.run_sweep(cases, session.backend, session.writer, floors=session.pinned, run=runner), start=1):
+            elapsed = time.perf_counter() - start
+            timed += result is not None
+            left = session.to_run - timed
+            eta = elapsed / timed * left if timed else None
+            on_case(CaseProgress(index=index, total=len(cases), case_id=case.case_id, result=result,
+                                 elapsed_s=elapsed, eta_s=eta))
     return session.writer.finish()
+
+
+def _has_sglang(cases: list) -> bool:
+    from hisparse.bench import implementations  # noqa: PLC0415
+
+    return any(implementations.get(c.implementation).source == "sglang" for c in cases)
+
+
+def _case_runner(cases: list, backend: Any):
+    """sglang's cases in a worker process when they can run (a CUDA fault there fails that case, not
+    the sweep: hisparse/bench/isolate.py); everything else in this process."""
+    import contextlib  # noqa: PLC0415
+
+    from hisparse.bench import measure  # noqa: PLC0415
+
+    if backend.is_kernel and _has_sglang(cases):
+        from hisparse.bench.isolate import IsolatedRunner  # noqa: PLC0415
+
+        return IsolatedRunner(backend.name)
+    return contextlib.nullcontext(measure.run_case)
+
+
+def _environment(device: Any, cases: list) -> dict:
+    """The run's metadata; with sglang's cases, which sglang ran (version; for a checkout its commit
+    and dirty flag)."""
+    from hisparse.results import metadata  # noqa: PLC0415
+
+    environment = metadata.collect_environment(device)
+    if _has_sglang(cases):
+        from hisparse.bench.sglang import provenance  # noqa: PLC0415
+
+        environment.update(provenance())
+    return environment
 
 
 __all__ = ["CaseProgress", "NothingToRun", "RunFileExists", "RunRequest", "Session", "default_config",

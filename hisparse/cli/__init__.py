@@ -21,6 +21,7 @@ _COMMANDS = (
     ("history", "history", "history"),
     ("dashboard", "dashboard", "dashboard"),
     ("wheelhouse", "wheelhouse", "wheelhouse"),
+    ("check", "check", "check"),
 )
 
 

@@ -2,11 +2,14 @@
 case, print the summary table, and draw the plots."""
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 import click
+
+from hisparse import env
 
 
 class _UsageFailure(click.ClickException):
@@ -30,9 +33,12 @@ class _UsageFailure(click.ClickException):
 @click.option("--processes", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Then time every case again in N-1 fresh processes (`hisparse-bench retime`), samples pooled: "
                    "for effects fixed per process that rounds cannot average.")
+@click.option("--sglang-src", type=click.Path(exists=True, file_okay=False), default=None,
+              help="sglang checkout or unpacked wheel whose kernels the sglang_* implementations run "
+                   "(default: HISPARSE_SGLANG_SRC, else an installed sglang).")
 @click.pass_context
 def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ...], out: str | None, force: bool,
-        resume: str | None, backend_name: str, plots: bool, processes: int) -> None:
+        resume: str | None, backend_name: str, plots: bool, processes: int, sglang_src: str | None) -> None:
     """Run the sweep CONFIG (a name under configs/ or a YAML path; default "default", or
     "cpu-small" when no GPU is available).
 
@@ -42,6 +48,8 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     from hisparse.errors import HisparseError
     from hisparse.render import text
 
+    if sglang_src is not None:  # the environment too: sglang's cases run in a spawned worker
+        env.SGLANG_SRC = os.environ["HISPARSE_SGLANG_SRC"] = str(Path(sglang_src).resolve())
     if resume is not None and processes > 1:
         raise _UsageFailure("--processes cannot be combined with --resume (it would retime the finished cases "
                             "again): resume, then run `hisparse-bench retime FILE` once per missing process")

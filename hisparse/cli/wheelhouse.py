@@ -33,7 +33,11 @@ def _platforms(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
               help="Wheel platform tag the node accepts (repeatable; default: "
                    f"{', '.join(wh.DEFAULT_PLATFORMS)}).")
 @click.option("--no-self", is_flag=True, help="Leave out the wheel of this source tree (pinned dependencies only).")
-def wheelhouse(directory: Path, python_version: str, platforms: tuple[str, ...], no_self: bool) -> None:
+@click.option("--with-sglang", "sglang", metavar="VERSION", default=None,
+              help="Also carry sglang's wheel of VERSION (no dependencies) and msgspec, for the sglang_* "
+                   "implementations; install.sh unpacks it and prints HISPARSE_SGLANG_SRC.")
+def wheelhouse(directory: Path, python_version: str, platforms: tuple[str, ...], no_self: bool,
+               sglang: str | None) -> None:
     """Build a wheelhouse in DIR for an offline GPU node.
 
     \b
@@ -47,11 +51,13 @@ def wheelhouse(directory: Path, python_version: str, platforms: tuple[str, ...],
       TARGET=env bash DIR/install.sh     # or into the current Python environment
 
     torch, numpy, click, matplotlib and pyyaml are not included: the node's own are used.
+    With --with-sglang VERSION, DIR/sglang/ holds sglang's wheel; install.sh unpacks it to
+    DIR/sglang-src and prints HISPARSE_SGLANG_SRC for the sglang_* implementations.
     """
     platforms = platforms or wh.DEFAULT_PLATFORMS
     click.echo(f"hisparse-bench wheelhouse: CPython {python_version}, platforms {', '.join(platforms)} -> {directory}")
     try:
-        report = wh.build(directory, python_version, platforms, self_wheel=not no_self, echo=click.echo)
+        report = wh.build(directory, python_version, platforms, self_wheel=not no_self, echo=click.echo, sglang=sglang)
     except HisparseError as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"\n{len(report.wheels)} wheel(s) in {report.dest}:")

@@ -7,7 +7,12 @@ What goes in:
   The pins are read from the file (tomllib), never restated here; an installed wheel without the source
   tree reads the same list from its own metadata (``Requires-Dist``);
 - :data:`ASV_RUNTIME`, the packages asv imports on the node that a GPU image does not carry;
-- ``hisparse-bench`` itself (``pip wheel --no-deps --no-build-isolation .``) unless ``--no-self``.
+- ``hisparse-bench`` itself (``pip wheel --no-deps --no-build-isolation .``) unless ``--no-self``;
+- with ``--with-sglang VERSION``: sglang's wheel (no dependencies) in ``DIR/sglang/`` and msgspec, for
+  the ``sglang_*`` implementations. sglang's wheels are built for one CPython (0.5.23: cp311,
+  manylinux_2_34) and would drag in its serving stack, so it is not pip-installed: install.sh unpacks
+  it to ``DIR/sglang-src`` and prints ``HISPARSE_SGLANG_SRC`` (its HiSparse kernels are Python and
+  CUDA sources, JIT-built on the node; hisparse/bench/sglang.py loads them without ``import sglang``).
 
 Everything is fetched with ``pip download --no-deps --only-binary=:all:`` for the node's interpreter
 and platforms, so the build machine's own Python does not matter. torch, numpy, click, matplotlib and
@@ -41,6 +46,11 @@ DEFAULT_PLATFORMS = (  # newest first; pip takes the first wheel any of them acc
 ASV_RUNTIME = ("json5", "pympler", "importlib-metadata", "tabulate")  # `import asv` fails without tabulate
 
 INSTALL_SCRIPT = "install.sh"
+SGLANG_DIR = "sglang"  # DIR/sglang/: sglang's wheel, kept out of the *.whl that install.sh pip-installs
+SGLANG_SRC_DIR = "sglang-src"  # where install.sh unpacks it
+# Interpreters and platforms sglang publishes wheels for, tried after the node's own (0.5.23: cp311 only).
+SGLANG_WHEEL_PYTHONS = ("3.11", "3.12", "3.10")
+SGLANG_PLATFORMS = ("manylinux_2_34_x86_64", "manylinux_2_31_x86_64", *DEFAULT_PLATFORMS)
 PROJECT = "hisparse-bench"
 
 
@@ -160,12 +170,39 @@ def self_wheel_command(dest: Path, python: str | None = None) -> list[str]:
             "-w", str(dest)]
 
 
+def sglang_requirements(version: str) -> list[Requirement]:
+    """``--with-sglang VERSION``: msgspec (the kernel loader's one extra import) for the node; sglang
+    itself is fetched apart (``sglang_download_commands``)."""
+    if not re.fullmatch(r"\d+(\.\d+)*([a-z]+\d*)?(\.post\d+)?", version.strip()):
+        raise WheelhouseError(f"--with-sglang: {version!r} is not a version: expected e.g. 0.5.23")
+    return [Requirement("msgspec", "", "sglang's kernel loader imports it (--with-sglang)")]
+
+
+def sglang_download_commands(version: str, dest: Path, python_version: str, python: str | None = None) -> list[list[str]]:
+    """pip download of sglang==VERSION (no deps) into ``dest``, one command per interpreter to try: the
+    node's first, then those sglang publishes for."""
+    pythons = [python_version] + [p for p in SGLANG_WHEEL_PYTHONS if p != python_version]
+    return [download_command(f"sglang=={version}", dest, p, SGLANG_PLATFORMS, python) for p in pythons]
+
+
 def install_script(python_version: str, platforms: tuple[str, ...] | list[str], reqs: list[Requirement],
-                   self_wheel: bool) -> str:
+                   self_wheel: bool, sglang: str | None = None) -> str:
     major, minor = python_version.split(".")[:2]
     contents = [f"#   {r}  ({r.reason})" for r in reqs]
     if self_wheel:
         contents.append(f"#   {PROJECT} (wheel of the source tree)")
+    if sglang:
+        contents.append(f"#   sglang=={sglang} in {SGLANG_DIR}/ (unpacked to {SGLANG_SRC_DIR}/, not installed)")
+    unpack = "" if not sglang else f"""
+# sglang: unpacked, not installed (its wheel is for one CPython and pulls in the serving stack); the
+# harness loads its HiSparse kernels from the tree (HISPARSE_SGLANG_SRC).
+for w in "$here"/{SGLANG_DIR}/sglang-*.whl; do
+  if [ ! -d "$here/{SGLANG_SRC_DIR}/sglang" ]; then
+    "$PYTHON" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$w" "$here/{SGLANG_SRC_DIR}" >&2
+  fi
+  echo "export HISPARSE_SGLANG_SRC=$here/{SGLANG_SRC_DIR}"
+done
+"""
     return f"""#!/usr/bin/env bash
 # Offline install of the wheels next to this script (written by `hisparse-bench wheelhouse`).
 # Built for CPython {python_version} on {", ".join(platforms)}; holds
@@ -201,7 +238,7 @@ else
   echo "export PYTHONPATH=$TARGET\\${{PYTHONPATH:+:\\$PYTHONPATH}}"
   echo "export PATH=$TARGET/bin:\\$PATH"
 fi
-"""
+{unpack}"""
 
 
 def wheel_project(path: Path) -> str:
@@ -232,11 +269,12 @@ class Report:
 
 def build(dest: Path, python_version: str = DEFAULT_PYTHON_VERSION,
           platforms: tuple[str, ...] | list[str] = DEFAULT_PLATFORMS, self_wheel: bool = True,
-          pyproject: Path | None = None, echo=print) -> Report:
-    """Download the wheels into ``dest``, build this tree's wheel there, write ``dest/install.sh``."""
+          pyproject: Path | None = None, echo=print, sglang: str | None = None) -> Report:
+    """Download the wheels into ``dest``, build this tree's wheel there, write ``dest/install.sh``.
+    ``sglang``: also sglang's wheel of that version (no deps) in ``dest/sglang/``, and msgspec."""
     python_version = check_python_version(python_version)
     platforms = tuple(check_platform(p) for p in platforms) or DEFAULT_PLATFORMS
-    reqs = requirements(pyproject)
+    reqs = requirements(pyproject) + (sglang_requirements(sglang) if sglang else [])
     root = env.REPO_ROOT
     if self_wheel and root is None:
         raise WheelhouseError(f"{PROJECT} runs from an installed wheel, not a source checkout: there is no "
@@ -253,6 +291,10 @@ def build(dest: Path, python_version: str = DEFAULT_PYTHON_VERSION,
                     "\n(pip matches --platform tags exactly: manylinux_2_28 does not imply the older "
                     "manylinux_2_17/manylinux2014 tags many wheels carry; list each tag the node accepts)")
             failures.append(f"pip download {r} failed:\n{_tail(proc)}{hint}")
+    if sglang:
+        failure = _download_sglang(sglang, dest / SGLANG_DIR, python_version, echo)
+        if failure:
+            failures.append(failure)
     if self_wheel:
         from hisparse.results.metadata import git_info  # noqa: PLC0415
 
@@ -280,6 +322,21 @@ def build(dest: Path, python_version: str = DEFAULT_PYTHON_VERSION,
         raise WheelhouseError(f"{dest} holds more than one wheel of a project (left from an earlier build?); "
                               "remove the stale ones and rerun:\n  " + "\n  ".join(conflicts))
     script = dest / INSTALL_SCRIPT
-    script.write_text(install_script(python_version, platforms, reqs, self_wheel))
+    script.write_text(install_script(python_version, platforms, reqs, self_wheel, sglang))
     script.chmod(0o755)
     return Report(dest, reqs, sorted(w.name for w in dest.glob("*.whl")), script, self_wheel)
+
+
+def _download_sglang(version: str, dest: Path, python_version: str, echo=print) -> str | None:
+    """sglang==VERSION's wheel into ``dest`` (the first interpreter tag that has one); an error text or None."""
+    dest.mkdir(parents=True, exist_ok=True)
+    stale = [w for w in dest.glob("sglang-*.whl") if not w.name.startswith(f"sglang-{version}-")]
+    if stale:
+        return f"{dest} holds another sglang wheel ({', '.join(w.name for w in stale)}): remove it and rerun"
+    last = None
+    for cmd in sglang_download_commands(version, dest, python_version):
+        echo(f"download sglang=={version} (no deps, CPython {cmd[cmd.index('--python-version') + 1]})")
+        last = subprocess.run(cmd, capture_output=True, text=True)
+        if not last.returncode:
+            return None
+    return f"pip download sglang=={version} failed for every interpreter tried:\n{_tail(last)}"

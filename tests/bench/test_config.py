@@ -357,7 +357,8 @@ def test_out_of_range_hot_buffer_size(tmp_path):
 def test_unknown_implementation_and_workload(tmp_path):
     msg, p = config_error(tmp_path, "axes: {implementation: [multi_step, spec_4_full]}\n")
     assert msg == (f"{p}: axes.implementation[1]: str 'spec_4_full' is not allowed; "
-                   "allowed: lru_sequential, multi_step, multi_step_planned, lru_sequential_planned")
+                   "allowed: lru_sequential, multi_step, multi_step_planned, lru_sequential_planned, "
+                   "sglang_lru_sequential, sglang_multi_step, sglang_multi_step_planned")
     msg, p = config_error(tmp_path, "workloads: {zipf: {}}\n")
     assert msg == f"{p}: workloads.zipf: unknown key; allowed keys: upstream, distinct, trace"
     msg, p = config_error(tmp_path, "workloads: {trace: {miss: 0.1}}\n")

@@ -175,7 +175,7 @@ def test_interrupt_keeps_finished_cases_and_resume_finishes(two, tmp_path, monke
         return real(case, backend, **kw)
 
     real_sweep = measure.run_sweep
-    monkeypatch.setattr(measure, "run_sweep", lambda *a, **kw: real_sweep(*a, run=second_interrupts, **kw))
+    monkeypatch.setattr(measure, "run_sweep", lambda *a, **kw: real_sweep(*a, **{**kw, "run": second_interrupts}))
     out = tmp_path / "run.json"
     result = run(str(two), "--out", str(out))
     assert result.exit_code == 130, result.output

@@ -1,0 +1,74 @@
+"""`hisparse-bench check`: the stress sequences (hisparse/bench/stress.py) for every multi-step
+implementation, ours and sglang's, each call checked before the next; prints the table
+implementation x case -> pass or the first failure."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from hisparse import env
+
+
+def _multi_step_names() -> list[str]:
+    from hisparse.bench import implementations
+
+    return [i.name for i in implementations.TABLE if i.multi_step]
+
+
+@click.command("check")
+@click.option("--implementation", "-i", "impls", multiple=True, type=click.Choice(_multi_step_names()),
+              help="Multi-step implementation to stress (repeatable; default: every one, sglang's included).")
+@click.option("--backend", "backend_name", type=click.Choice(["auto", "cuda", "reference"]), default="auto",
+              show_default=True, help="reference: our PyTorch reference of the multi-step swap, on the CPU.")
+@click.option("--steps", multiple=True, type=click.IntRange(1, 8), help="Steps (repeatable; default 2 and 4).")
+@click.option("--hot", "hots", multiple=True, type=click.IntRange(2, 32768),
+              help="Hot buffer sizes (repeatable; default 4096, 6144, 32768).")
+@click.option("--item", "items", multiple=True, type=click.IntRange(1, 1 << 16),
+              help="Item sizes in bytes (repeatable; default 576, 656, 584, 100).")
+@click.option("--layout", "layouts", multiple=True, type=click.Choice(["dense", "aligned16"]),
+              help="Row layout (repeatable; default both): dense = row r at r*item bytes, aligned16 = rows "
+                   "padded to 16 bytes.")
+@click.option("--top-k", "top_k", type=click.IntRange(1, 8192), default=2048, show_default=True)
+@click.option("--batch", type=click.IntRange(1, 64), default=2, show_default=True)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the results as JSON here.")
+@click.option("--sglang-src", type=click.Path(exists=True, file_okay=False), default=None,
+              help="sglang checkout or unpacked wheel (default: HISPARSE_SGLANG_SRC, else an installed sglang).")
+@click.pass_context
+def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: tuple[int, ...],
+          hots: tuple[int, ...], items: tuple[int, ...], layouts: tuple[str, ...], top_k: int, batch: int,
+          json_out: str | None, sglang_src: str | None) -> None:
+    """Run the stress sequences and print implementation x case -> pass or the first failure.
+
+    Exit status: 0 when nothing failed (pruned and skipped cells are not failures), 1 when a call
+    failed its checks or a worker died, 2 on a usage error."""
+    import os
+
+    from hisparse.bench import stress
+    from hisparse.bench.backends import get_backend, resolve_name
+    from hisparse.errors import HisparseError
+
+    if sglang_src is not None:  # the environment too: sglang's cases run in a spawned worker
+        env.SGLANG_SRC = os.environ["HISPARSE_SGLANG_SRC"] = str(Path(sglang_src).resolve())
+    try:
+        backend = get_backend(resolve_name(backend_name))
+    except HisparseError as e:
+        raise click.UsageError(str(e)) from e
+    cases = [stress.StressCase(s, h, i, layout, top_k=top_k, batch=batch)
+             for s in (steps or stress.STEPS) for h in (hots or stress.HOT_SIZES)
+             for i in (items or stress.ITEM_SIZES) for layout in (layouts or stress.LAYOUTS)]
+    names = tuple(impls) or stress.multi_step_implementations()
+    click.echo(f"{len(names)} implementation(s) x {len(cases)} stress case(s) on backend {backend.name}")
+
+    def progress(r: stress.StressResult) -> None:
+        click.echo(f"  {r.implementation} {r.case_id}: {r.cell}")
+
+    report = stress.run_all(names, cases, backend, progress=progress)
+    click.echo("")
+    click.echo(report.table())
+    if json_out is not None:
+        Path(json_out).write_text(json.dumps({"backend": backend.name, **report.to_dict()}, indent=1) + "\n")
+        click.echo(f"\nresults: {json_out}")
+    ctx.exit(1 if report.failed else 0)
