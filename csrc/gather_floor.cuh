@@ -2,7 +2,7 @@
 //
 // Picks the flat 16-byte-chunk gather when every row is 16-B aligned on both sides, the byte-exact
 // warp-per-row gather otherwise. num_blocks <= 0 means 4 CTAs per SM (528 on a 132-SM H200: the
-// best warp-gather grid measured in harness.md §1); the grid never exceeds what the rows need.
+// best warp-gather grid measured in docs/semantics.md §H1); the grid never exceeds what the rows need.
 #pragma once
 
 #include <cuda_runtime.h>

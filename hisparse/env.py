@@ -78,7 +78,7 @@ DEFAULT_CUDA_ARCH = "9.0"  # H20/H100/H200; used when no GPU is visible (compile
 # ---------------------------------------------------------------------------------------------
 # CUDA toolkit discovery. `nvcc` on PATH may be a wrapper script (`exec /usr/local/cuda-13.0/bin/nvcc
 # "$@"` on our CPU machines); tvm-ffi takes CUDA_HOME = dirname(dirname(which nvcc)) and then fails to
-# link (-lcudart not found), so we resolve the real compiler ourselves (harness.md §2).
+# link (-lcudart not found), so we resolve the real compiler ourselves (docs/semantics.md §H2).
 
 
 def _is_elf(path: Path) -> bool:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure the regression detectors: false-alarm rate and the smallest slowdown caught with 95% power.
 
-    python scripts/detector_power.py --synthetic            # realistic per-case noise (harness.md §5)
+    python scripts/detector_power.py --synthetic            # realistic per-case noise (docs/semantics.md §H5)
     python scripts/detector_power.py results/runs/*.json    # real samples: re-runs of one commit
 
 Both modes draw whole *runs* of a case from a run sampler and feed them to the two detectors of
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hisparse.track import changepoint as cp  # noqa: E402
 
-# harness.md §5: upstream kernels, `distinct`, 4 processes on one H200: relative spread of the medians.
+# docs/semantics.md §H5: upstream kernels, `distinct`, 4 processes on one H200: relative spread of the medians.
 MEASURED_SPREADS = {
     "multi_step b1": 0.003, "multi_step b8": 0.002, "multi_step b64": 0.0003,
     "lru_sequential b1": 0.022, "lru_sequential b8": 0.029, "lru_sequential b64": 0.001,
@@ -160,7 +160,7 @@ def real_cases(paths: Sequence[str]) -> dict[str, list[list[float]]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="*", help="run files: re-runs of one commit (at least 3 per case)")
-    p.add_argument("--synthetic", action="store_true", help="use the measured noise levels of harness.md §5")
+    p.add_argument("--synthetic", action="store_true", help="use the measured noise levels of docs/semantics.md §H5")
     p.add_argument("--series", type=int, default=200, help="histories for the false-alarm rate")
     p.add_argument("--trials", type=int, default=100, help="trials per slowdown for the power")
     p.add_argument("--commits", type=int, default=30)

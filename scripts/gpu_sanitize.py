@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Small GPU cases for compute-sanitizer (harness.md §7); run through scripts/gpu_sanitize.sh.
+"""Small GPU cases for compute-sanitizer (docs/semantics.md §H7); run through scripts/gpu_sanitize.sh.
 
     python scripts/gpu_sanitize.py build          # compile every kernel below (do this outside the sanitizer)
     python scripts/gpu_sanitize.py real           # our kernels on small cases, checked against the reference

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compute-sanitizer over our kernels, with planted-bug controls (harness.md §7).
+# compute-sanitizer over our kernels, with planted-bug controls (docs/semantics.md §H7).
 #
 #   scripts/gpu_sanitize.sh            # on a GPU node, from anywhere; PYTHON=... to pick the interpreter
 #

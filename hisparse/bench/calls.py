@@ -1,4 +1,4 @@
-"""What one swap "call" is, per implementation (reference doc §4-§5.1):
+"""What one swap "call" is, per implementation (docs/semantics.md §4-§5.1):
 
 - ``lru_sequential``: the single-step exact-LRU swap once per step, on the strided views
   ``top_k_tokens[:, s]`` -> ``top_k_device_locs[:, s]``, with its own ``lru_slots`` (upstream

@@ -28,7 +28,7 @@ WORKLOADS = ("upstream", "distinct", "trace")
 DEFAULT_SHARED_LAYERS = 3
 PAGE_SIZE = 64  # extra-page slots after the hot buffer (upstream spec tests and benchmark)
 
-# The upstream benchmark pattern (reference doc §5.1), scaled by top_k for `distinct`.
+# The upstream benchmark pattern (docs/semantics.md §5.1), scaled by top_k for `distinct`.
 UPSTREAM_TOP_K = 2048
 UPSTREAM_HOT_BUFFER_SIZE = 4096
 UPSTREAM_MISSES_PER_STEP = 196
@@ -463,7 +463,7 @@ def prune_reason(params: Mapping[str, Any], timing: TimingSettings | None = None
     wp = dict(params.get("workload_params") or {})
     if workload == "upstream":
         if k != UPSTREAM_TOP_K:
-            return f"upstream has a fixed shape: top_k {UPSTREAM_TOP_K} (reference doc §5.1), got {k}"
+            return f"upstream has a fixed shape: top_k {UPSTREAM_TOP_K} (docs/semantics.md §5.1), got {k}"
         if h < UPSTREAM_HOT_BUFFER_SIZE:
             return (f"upstream has a fixed shape: hot_buffer_size >= {UPSTREAM_HOT_BUFFER_SIZE} (its hits are "
                     f"tokens 0..{UPSTREAM_HOT_BUFFER_SIZE - 1}), got {h}")

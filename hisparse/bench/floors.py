@@ -1,4 +1,4 @@
-"""The two floors every case is reported against, measured in the same run (harness.md §1, §4):
+"""The two floors every case is reported against, measured in the same run (docs/semantics.md §H1, §H4):
 
 - PCIe floor: the case's host->device bytes per call over the pinned-host -> device bandwidth
   measured by ``measure_pinned_h2d`` (a ``copy_`` of a large pinned buffer; 55.3 GB/s for 1 GiB on
@@ -21,7 +21,7 @@ from hisparse import stats
 from hisparse.bench import timing
 from hisparse.bench.calls import CallRecord
 
-PINNED_BYTES = 1 << 30  # harness.md §1 measured 1 GiB copies
+PINNED_BYTES = 1 << 30  # docs/semantics.md §H1 measured 1 GiB copies
 PINNED_FALLBACK_BYTES = 256 << 20  # when 1 GiB of pinned memory cannot be had
 PINNED_SAMPLES = 10
 PINNED_WARMUP = 2

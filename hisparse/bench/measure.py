@@ -1,7 +1,7 @@
 """One case, end to end: ``run_case(case, backend, floors=...) -> CaseResult``; and the sweep over
 cases that keeps the run file current (``run_sweep``).
 
-Order inside a case (a fast wrong kernel posts no number, harness.md §4):
+Order inside a case (a fast wrong kernel posts no number, docs/semantics.md §H4):
 1. build the workload;
 2. correctness: ``check_calls`` eager calls of exactly the timed ops, each checked by the invariant
    checker (single-step also bit-exact against the reference on clones, on a kernel backend). The

@@ -1,4 +1,4 @@
-"""The one timing loop (harness.md §4). Returns raw samples only; statistics live in stats.py.
+"""The one timing loop (docs/semantics.md §H4). Returns raw samples only; statistics live in stats.py.
 
 CUDA (``time_calls(..., device="cuda")``), the upstream benchmark's method:
 1. ``warmup_calls`` eager calls (JIT, allocator, first touch), each timed with CUDA events;
@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 MIN_SAMPLES = 10
 # Zero 4x the L2 between replays: several times L2 so no line of the previous replay survives
-# (upstream sglang's do_bench zeroes 5x; harness.md §4 asks for "several times").
+# (upstream sglang's do_bench zeroes 5x; docs/semantics.md §H4 asks for "several times").
 L2_FLUSH_FACTOR = 4
 L2_FLUSH_MIN_BYTES = 64 << 20
 METHOD_CUDA = "cuda-graph-events"

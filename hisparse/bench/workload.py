@@ -11,7 +11,7 @@ Contract with the engine (hisparse/bench/calls.py, hisparse/bench/timing.py):
 
 Workloads (all: identity hot buffer, tokens 0..HOT-1 in slots 0..HOT-1, extra page of 64 slots
 empty, sequence length 1,048,576 so every request takes the long path):
-- ``upstream``: reference doc §5.1 exactly: per step ``roll(arange(4096), 137*s)[:1852]`` hits and
+- ``upstream``: docs/semantics.md §5.1 exactly: per step ``roll(arange(4096), 137*s)[:1852]`` hits and
   196 misses (steps 2, 3 repeat one earlier miss: 196/196/195/195 fresh, 782 unique), contiguous
   ids from HOT, identical for every request, ``host_cache_locs[rid, t] = t`` (shared host rows);
   ``advance`` = ``top_k[..., -196:].add_(800)``. Other steps, batches and item sizes keep that
@@ -297,7 +297,7 @@ def data_seed(case: Case) -> int:
 
 
 def upstream_step_tokens(top_k: int, steps: int, hot_buffer_size: int) -> torch.Tensor:
-    """One request's top-k [S, K] int64 before any advance (reference doc §5.1 for top_k 2048):
+    """One request's top-k [S, K] int64 before any advance (docs/semantics.md §5.1 for top_k 2048):
     ``[hits, misses]`` per step; step s >= 2 starts its misses with miss (s-2) of step s-2."""
     g = pattern_geometry(top_k, steps)
     rows, misses, nxt = [], [], hot_buffer_size

@@ -1,4 +1,4 @@
-"""Small, explicit inputs for the multi-step swap: the layout of reference doc §5.1/§6.1 made
+"""Small, explicit inputs for the multi-step swap: the layout of docs/semantics.md §5.1/§6.1 made
 configurable, for the reference tests, the invariant tests and GPU-vs-reference tests.
 
 Layout per request slot ``rid`` (device rows are disjoint between slots):
@@ -116,7 +116,7 @@ def build_case(
 
 
 def glm52_native_context_case(*, steps: int = 4, top_k: int = 2048, hot: int = 4096, page: int = 64) -> MultiCase:
-    """Reference doc §6.1 scenario 7 (GLM-5.2 native context, tokens above 2^20): one request of
+    """docs/semantics.md §6.1 scenario 7 (GLM-5.2 native context, tokens above 2^20): one request of
     1,048,648 tokens whose ``steps`` top-k sets share top_k - 8 low tokens and add 7 tokens above 2^20
     each plus the last token, so the first call misses 29 unique rows (4 steps) and a second call hits
     them all through the packed hash ring."""
@@ -135,7 +135,7 @@ EXTRA_PAGE_DRAFT_OFFSETS = (0, 7, 31, 63)  # scenario 5: extra-page slots holdin
 
 
 def speculative_extra_page_case(*, steps: int = 4, top_k: int = 2048, hot: int = 4096, page: int = 64) -> MultiCase:
-    """Reference doc §6.1 scenario 5 (draft tokens in the extra page): one request of 8192 tokens whose
+    """docs/semantics.md §6.1 scenario 5 (draft tokens in the extra page): one request of 8192 tokens whose
     last 4 (the drafts, not backed up to host yet) sit in extra-page slots EXTRA_PAGE_DRAFT_OFFSETS;
     step s selects tokens 0..top_k-2 plus draft s, so every selection resolves without host I/O."""
     seq_len = 8192

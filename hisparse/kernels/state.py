@@ -162,7 +162,7 @@ def _index_tokens(hash_index: torch.Tensor, tokens: torch.Tensor, counters: torc
 
 
 def _kick_in(hash_index: torch.Tensor, rid: int, tokens: torch.Tensor, slots: torch.Tensor) -> bool:
-    """Insert the few tokens whose two buckets were both taken with cuckoo kicks (reference doc §3.5),
+    """Insert the few tokens whose two buckets were both taken with cuckoo kicks (docs/semantics.md §3.5),
     so a fresh state starts non-degraded (a degraded request pays a linear scan per lookup on its
     first call). False when a kick chain fails: the caller then degrades the request."""
     row = CuckooRow(hash_index, rid)

@@ -3,7 +3,7 @@
 Every byte the pages need is in the pages: inline CSS and a few lines of inline JS, charts as inline
 SVG, plots as ``data:`` URIs. No CDN, no web font, no request of any kind: the site opens from disk
 (file://) on an offline machine. (asv's own ``asv publish`` site loads jQuery/flot from CDNs and does
-not render offline, harness.md §3.)
+not render offline, docs/semantics.md §H3.)
 
 Pages: ``index.html`` (every benchmark = case x machine, with a sparkline of its per-commit
 medians), ``bench/<slug>.html`` (trend: median line, IQR band, change points, hover titles, and the

@@ -1,7 +1,7 @@
 """hisparse runs as airspeed-velocity results (asv 0.6.6, results format v2).
 
 asv spawns one process per benchmark and parameter point; on the GPU node each pays 4-6 s of torch +
-CUDA init (harness.md §3). So the nightly measures the regression set in our own single-process
+CUDA init (docs/semantics.md §H3). So the nightly measures the regression set in our own single-process
 runner and this module writes what ``asv run -E existing:<python> --set-commit-hash <sha>`` would
 have written for the suite in ``benchmarks/``:
 
@@ -146,7 +146,7 @@ def benchmark_entry(cls: SuiteClass) -> dict:
 def env_name(python: str | os.PathLike | None = None) -> str:
     """asv's name of ``-E existing:<python>``: ``existing-py_`` + the absolute path with / -> _.
 
-    The interpreter path is part of every result file name (harness.md §3): keep it fixed per
+    The interpreter path is part of every result file name (docs/semantics.md §H3): keep it fixed per
     machine (HISPARSE_ASV_PYTHON, default this interpreter).
     """
     python = os.path.abspath(str(python or os.environ.get("HISPARSE_ASV_PYTHON") or sys.executable))

@@ -34,7 +34,7 @@ def config_error(tmp_path: Path, text: str) -> tuple[str, Path]:
 
 
 def test_upstream_geometry_is_the_reference_benchmark():
-    # reference doc §5.1: 196 misses per step, 1852 hits, 782 unique over 4 steps, +800, roll 137, 4096
+    # docs/semantics.md §5.1: 196 misses per step, 1852 hits, 782 unique over 4 steps, +800, roll 137, 4096
     assert tuple(pattern_geometry(2048, 4)) == (196, 1852, 782, 800, 137, 4096)
     assert pattern_geometry(2048, 1).unique == 196
     assert pattern_geometry(2048, 2).unique == 392

@@ -1,4 +1,4 @@
-"""Workloads on the CPU: the upstream pattern exactly (reference doc §5.1), per-request host rows
+"""Workloads on the CPU: the upstream pattern exactly (docs/semantics.md §5.1), per-request host rows
 for `distinct`, the trace model's requested rates, reset/advance, and the tensor contract of
 docs/design.md. Expected values come from the spec, computed here independently of the code."""
 from __future__ import annotations
@@ -47,7 +47,7 @@ def fresh_by_hand(tokens: torch.Tensor, hot: int) -> list[list[list[set]]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# upstream: reference doc §5.1
+# upstream: docs/semantics.md §5.1
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""CPU tests of the planned-copy reference (reference doc §2.6, §6.1 case 3) and the byte helpers."""
+"""CPU tests of the planned-copy reference (docs/semantics.md §2.6, §6.1 case 3) and the byte helpers."""
 from __future__ import annotations
 
 import pytest

@@ -189,7 +189,7 @@ def test_checker_handles_the_benchmark_shape():
     assert _summary(got) == {("1", 63, (s, 5 + 137 * s)) for s in range(4)}
 
 
-# ---- single step: reference doc §2.4 worked examples (HOT 4) --------------------------------------
+# ---- single step: docs/semantics.md §2.4 worked examples (HOT 4) --------------------------------------
 
 def _single_inputs(query, seq_len, tokens):
     """slot tokens [1,4,2,5] at rows [9,7,3,5], newest-token slot (HOT) at row 11; host row t = t."""

@@ -3,7 +3,7 @@
 The kernel is not deterministic: the unique-miss order u is the gather's atomicAdd order, so which
 scratch row a miss lands in, which victim it gets and which CAS wins vary from run to run. It is
 therefore never compared bit for bit. Every call is checked instead with the implementation-
-independent invariant checker (hisparse/kernels/reference/invariants.py, reference doc §8.2) on snapshots
+independent invariant checker (hisparse/kernels/reference/invariants.py, docs/semantics.md §8.2) on snapshots
 taken around the call, plus facts any correct implementation must show (counts, sets, data).
 
 What is covered:
@@ -11,7 +11,7 @@ What is covered:
   incl. 6144 and 12288, items 576/656/1152/584/512/100/4 bytes, pages 1/8/64 with draft tokens in the
   extra page, host rows missing, padding rows, int32/int64 indices, strided views, union/approximate/
   overflow modes incl. 8192 distinct misses, degraded hash index), 1-3 calls each, PDL on and off;
-- the nine spec scenarios of reference doc §6.1 on the kernel (scenario 9 as our InputError);
+- the nine spec scenarios of docs/semantics.md §6.1 on the kernel (scenario 9 as our InputError);
 - CUDA-graph capture + 4 replays, each with fresh misses and checked, PDL on and off;
 - PDL on and off on identical copies: both valid, same unique-miss counts from the same state;
 - residency / hit rate over a sequence of calls against the PyTorch reference policy, with the
@@ -364,7 +364,7 @@ def test_random_workload_keeps_invariants(spec: Spec):
 
 
 # ================================================================================================
-# Reference doc §6.1 scenarios on the kernel (full size: HOT 4096, page 64, 4 x 2048, 576-byte items)
+# docs/semantics.md §6.1 scenarios on the kernel (full size: HOT 4096, page 64, 4 x 2048, 576-byte items)
 
 HOT, PAGE, S, K = 4096, 64, 4, 2048
 

@@ -1,4 +1,4 @@
-"""CPU tests of the multi-step swap reference: the nine spec scenarios of reference doc §6.1 (at full
+"""CPU tests of the multi-step swap reference: the nine spec scenarios of docs/semantics.md §6.1 (at full
 size: HOT 4096, page 64, 4 steps x top-k 2048, 576-byte items), expected values worked out by hand
 from §3.5-§3.9, plus the shared argument validation.
 

@@ -389,7 +389,7 @@ def test_debug_mode_runs_the_contract_and_matches():
 
 
 # ------------------------------------------------------------------------------------------------
-# Hand-checked examples (reference doc §2.4) and the single-step cases of §6.2.
+# Hand-checked examples (docs/semantics.md §2.4) and the single-step cases of §6.2.
 # HOT=4, lru=[0,1,2,3], slot tokens [1,4,2,5], slot rows [9,7,3,5], newest-token row 11; float32
 # items of 32 B as upstream's test. Request slot r: host row of token t is 32r+t, device rows +16r.
 

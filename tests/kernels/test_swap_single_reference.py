@@ -1,4 +1,4 @@
-"""CPU tests of the single-step exact-LRU swap reference (reference doc §2.4, §6.2, §2.7).
+"""CPU tests of the single-step exact-LRU swap reference (docs/semantics.md §2.4, §6.2, §2.7).
 
 Expected values are worked out by hand from the doc. The shared state of the worked examples:
 HOT=4, lru=[0,1,2,3], slot tokens [1,4,2,5], slot device rows [9,7,3,5], newest-token row 11.

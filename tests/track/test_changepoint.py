@@ -70,7 +70,7 @@ def test_detector_is_deterministic_for_a_seed():
 
 
 # Stated rates (docs/regression.md): on pure noise, at most 2% of 30-commit series raise any alarm,
-# at every realistic noise level (harness.md §5: 0.03%..2.9% spread).
+# at every realistic noise level (docs/semantics.md §H5: 0.03%..2.9% spread).
 FALSE_ALARM_BOUND = 0.02
 
 

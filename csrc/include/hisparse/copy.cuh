@@ -1,7 +1,7 @@
 // The one warp-cooperative item copy used by every hisparse kernel.
 //
 // Byte-exact for every item size and alignment: upstream's v2.b64 path silently dropped the bytes
-// past the last multiple of 8 (reference doc §2.5); we never drop a byte. The widest word W in
+// past the last multiple of 8 (docs/semantics.md §2.5); we never drop a byte. The widest word W in
 // {16, 8, 4, 1} bytes for which src and dst have the same alignment mod W is chosen at run time;
 // a head of < W bytes brings both to W alignment, the body moves W-byte words, a tail of < W bytes
 // finishes. Rows of 576/656/1152/512 B in 16-B aligned buffers take the 16-B path with no head or tail.
@@ -9,7 +9,7 @@
 // Body loads go through the read-only non-coherent path (__ldg: host rows never change during a
 // swap) and stores are .cg (cache in L2 only: the rows are read next by attention, not by this SM).
 // Each lane issues up to kInFlight loads before its first store: a zero-copy PCIe read costs ~1-2 us
-// of latency, so the number of reads in flight per warp is what sets the bandwidth (harness.md §1).
+// of latency, so the number of reads in flight per warp is what sets the bandwidth (docs/semantics.md §H1).
 // No tvm/torch here: framework-free device code.
 #pragma once
 

@@ -5,7 +5,7 @@
 // 16-byte words: ~1 load per lane), so a warp owning several rows pays one round trip per row. Here
 // the rows of a CTA (or of a warp) are flattened into (row, 16-byte word) pairs spread over all its
 // threads, each thread issuing kInFlight loads before its first store: n rows cost about
-// ceil(n * words / (threads * kInFlight)) round trips instead of n. On the H200 of harness.md §1 a
+// ceil(n * words / (threads * kInFlight)) round trips instead of n. On the H200 of docs/semantics.md §H1 a
 // flat 16-byte gather of this kind reached 49.2 GB/s (576 B rows) against 40.6 GB/s for warp-per-row.
 //
 // The flat path needs every row start 16-B aligned: item_size_bytes % 16 == 0 and both bases 16-B

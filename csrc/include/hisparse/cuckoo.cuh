@@ -1,4 +1,4 @@
-// Hot-buffer lookup and the two-bank cuckoo index of the multi-step state (reference doc §3.5).
+// Hot-buffer lookup and the two-bank cuckoo index of the multi-step state (docs/semantics.md §3.5).
 // Same hashes and entry format as hisparse/state.py and hisparse/reference/cuckoo.py.
 //
 // Concurrency contract (why no entry is ever silently lost, unlike the upstream risk in §7.5):

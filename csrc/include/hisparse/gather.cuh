@@ -1,5 +1,5 @@
 // Bare gather of n rows, host row src_rows[i] -> device row dst_rows[i]: the in-run physical floor a
-// swap is reported against (harness.md §1, §4). Framework-free device code; host entry in
+// swap is reported against (docs/semantics.md §H1, §H4). Framework-free device code; host entry in
 // csrc/gather_floor.cuh.
 //
 // Fast path (rows 16-B aligned on both sides: item % 16 == 0 and 16-B aligned bases): a flat gather

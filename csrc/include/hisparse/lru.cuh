@@ -1,4 +1,4 @@
-// Single-step exact-LRU swap (reference doc §2.3-2.4), one CTA per request. Framework-free device code.
+// Single-step exact-LRU swap (docs/semantics.md §2.3-2.4), one CTA per request. Framework-free device code.
 //
 // Bit-exact with hisparse/reference/swap_single.py: outputs, device_buffer_tokens, lru_slots, device
 // bytes and the miss plan. Everything that decides a result is order-independent (membership tests,

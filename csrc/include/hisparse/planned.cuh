@@ -1,4 +1,4 @@
-// Planned copy (reference doc §2.6): replay a recorded miss plan into another layer's KV buffer.
+// Planned copy (docs/semantics.md §2.6): replay a recorded miss plan into another layer's KV buffer.
 // Framework-free device code; host entry in csrc/copy_planned.cuh.
 //
 // The (request, miss) pairs of rows r < num_real_reqs[0], entries [0, miss_count[r]), are numbered in

@@ -1,4 +1,4 @@
-// Multi-step swap, kernel 2 of 2: the commit (reference doc §3.7 with our state layout).
+// Multi-step swap, kernel 2 of 2: the commit (docs/semantics.md §3.7 with our state layout).
 //
 // One CTA of kCommitThreads per request; launched after the gather (PDL when kPdl) and its first
 // statement is pdl_wait_primary: nothing the gather wrote is read before the grid-wide ordering.
@@ -13,7 +13,7 @@
 //      cursor and takes the oldest; approximate mode probes (linear * 2654435761 + epoch) % HOT for
 //      linear = ordinal, ordinal + count, ... Every claim is an atomicCAS of ref from the value seen to
 //      the epoch, so no slot is claimed twice for any HOT (the approximate map is not a bijection
-//      unless HOT is a power of two; reference doc §7.6).
+//      unless HOT is a power of two; docs/semantics.md §7.6).
 //   C  fallback for misses still without a victim: one CTA-wide sweep of the ring from the cursor,
 //      ranking unprotected slots with a block prefix count and handing the k-th to the k-th needy
 //      miss. Exact (a victim whenever an unprotected slot exists), no CAS, O(HOT / threads) steps;

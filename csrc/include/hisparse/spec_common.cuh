@@ -38,7 +38,7 @@ constexpr int kMaxKicks = 64;                     // cuckoo kick chain bound (up
 constexpr int kCasRetries = 8;                    // re-reads of one bucket before kicking
 // A gather lane that finds a miss claimed in this epoch but not yet published waits at most this
 // many rounds (each >= one L2 round trip + kSpinSleepNs), then leaves its output pending (-2): no
-// unbounded spin, so correctness never depends on the scheduler (reference doc §7.4).
+// unbounded spin, so correctness never depends on the scheduler (docs/semantics.md §7.4).
 constexpr int kSpinLimit = 128;
 constexpr unsigned kSpinSleepNs = 64;
 // Approximate-mode probes per miss before the CTA-wide fallback (see spec_commit.cuh).

@@ -1,4 +1,4 @@
-// Multi-step swap, kernel 1 of 2: the gather (reference doc §3.6 with our state layout).
+// Multi-step swap, kernel 1 of 2: the gather (docs/semantics.md §3.6 with our state layout).
 //
 // Grid: batch * gather_tiles CTAs of kGatherThreads, one occurrence per thread. Occurrence of thread
 // `tid` in tile `y` of a request is y + tiles * tid: consecutive top-k entries land in different

@@ -1,6 +1,6 @@
 """CUDA planned copy (``csrc/copy_planned.cuh``, device code ``csrc/include/hisparse/planned.cuh``).
 
-Replays a recorded miss plan into another layer's KV buffer (reference doc §2.6): rows
+Replays a recorded miss plan into another layer's KV buffer (docs/semantics.md §2.6): rows
 ``r < num_real_reqs[0]``, entries ``[0, miss_count[r])``, ``device_buffer[miss_dst[r, j]] <-
 host_cache[miss_src[r, j]]``, byte-exact for any item size. Same keyword-only arguments as
 :func:`hisparse.kernels.reference.copy_planned.copy_planned` plus ``num_blocks`` (grid size; small on purpose,

@@ -3,7 +3,7 @@
 
 Rows 16-B aligned on both sides (item % 16 == 0, 16-B aligned buffers) take a flat gather of 16-byte
 chunks with ``loads_in_flight`` zero-copy loads per thread before the first store (49 GB/s against a
-warp-per-row gather's 40 GB/s on H200, harness.md §1); anything else takes the byte-exact warp copy.
+warp-per-row gather's 40 GB/s on H200, docs/semantics.md §H1); anything else takes the byte-exact warp copy.
 ``num_blocks=None`` = 4 CTAs per SM (528 on H200), never more than the rows need.
 
 Same keyword-only arguments as the reference floor (``hisparse.kernels.reference.bytes.copy_rows`` in

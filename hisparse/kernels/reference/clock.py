@@ -1,4 +1,4 @@
-"""Victim selection of the multi-step commit (reference doc §3.7, steps 4, 5 and 7).
+"""Victim selection of the multi-step commit (docs/semantics.md §3.7, steps 4, 5 and 7).
 
 A slot is *protected* when ``ref == epoch``: hit by this call, or already claimed by an earlier
 miss of this call. Claiming a victim sets its ref to the epoch, so no slot is claimed twice.

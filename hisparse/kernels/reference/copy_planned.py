@@ -1,4 +1,4 @@
-"""Pure-PyTorch planned copy (reference doc §2.6): replay a miss plan recorded by a swap.
+"""Pure-PyTorch planned copy (docs/semantics.md §2.6): replay a miss plan recorded by a swap.
 
 Shared-index ("skip") layers reuse the anchor layer's slot table, so they only need the anchor's
 host->device copies, into their own KV buffer: rows ``r < num_real_reqs[0]``, entries

@@ -1,4 +1,4 @@
-"""Hot-buffer lookup and the two-bank cuckoo index of the multi-step state (reference doc §3.5).
+"""Hot-buffer lookup and the two-bank cuckoo index of the multi-step state (docs/semantics.md §3.5).
 
 ``hot_lookup`` is vectorised over requests and tokens and is shared by the reference and the
 invariant checker: whether a token is "resident" is defined by this lookup, on the state as it was

@@ -1,4 +1,4 @@
-"""Invariant checker for any swap implementation (reference or CUDA kernel), reference doc §8.2.
+"""Invariant checker for any swap implementation (reference or CUDA kernel), docs/semantics.md §8.2.
 
 Usage::
 

@@ -1,4 +1,4 @@
-"""The multi-step invariants (reference doc §8.2, adapted), one function each, on a ``MultiView``.
+"""The multi-step invariants (docs/semantics.md §8.2, adapted), one function each, on a ``MultiView``.
 
 Every check holds for any correct implementation, including the non-deterministic CUDA kernel:
 nothing depends on which unique-miss index or victim a miss got, only on sets, counts and bytes.

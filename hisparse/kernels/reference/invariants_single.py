@@ -1,4 +1,4 @@
-"""Invariants of the single-step swap (reference doc §2.4/§2.7) on any implementation's result.
+"""Invariants of the single-step swap (docs/semantics.md §2.4/§2.7) on any implementation's result.
 
 The single-step swap is deterministic and is compared bit for bit with its reference; these checks
 say *what* is wrong in a readable way, and hold on inputs the kernel cannot reproduce exactly:

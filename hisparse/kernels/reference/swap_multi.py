@@ -1,4 +1,4 @@
-"""Pure-PyTorch reference of the multi-step (speculative) swap: gather + commit, reference doc
+"""Pure-PyTorch reference of the multi-step (speculative) swap: gather + commit, docs/semantics.md
 §3.5-§3.9, on the state layout of ``hisparse.kernels.state``. Deterministic: the unique-miss order is the
 first occurrence in flattened ``(step, k)`` order, and the commit handles misses in that order.
 

@@ -1,4 +1,4 @@
-"""Commit of the multi-step swap for one request (reference doc §3.7), deterministic.
+"""Commit of the multi-step swap for one request (docs/semantics.md §3.7), deterministic.
 
 Input: the gather's unique misses in first-occurrence order (u = 0, 1, ...), the distinct hit slots
 (their refs already set to the epoch by the gather) and the last step's hits and misses. Output: the

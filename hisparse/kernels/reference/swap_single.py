@@ -1,4 +1,4 @@
-"""Pure-PyTorch single-step exact-LRU swap: a bit-exact emulation of reference doc §2.4.
+"""Pure-PyTorch single-step exact-LRU swap: a bit-exact emulation of docs/semantics.md §2.4.
 
 The kernel runs one CTA per request; this walks the real requests in Python and does each request's
 work with whole-row torch ops (sort/searchsorted for the hash, masks for the LRU scan), so HOT=32767

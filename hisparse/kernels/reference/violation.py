@@ -16,7 +16,7 @@ MAX_ENTRIES_PER_REQUEST = 8
 class Violation:
     """One broken invariant.
 
-    ``invariant``: "1".."8" (reference doc §8.2, adapted; see hisparse.kernels.reference.invariants).
+    ``invariant``: "1".."8" (docs/semantics.md §8.2, adapted; see hisparse.kernels.reference.invariants).
     ``request``: batch row, or None for a request slot that is not in the batch.
     ``entry``: (step, k) of an output entry; (u,) of a plan entry; (slot,) of a hot slot; (loc,) of
     a device row; None when the invariant is about a whole request (a count).

@@ -1,4 +1,4 @@
-"""Argument checks of the planned copy (reference doc §2.6): replay a recorded miss plan.
+"""Argument checks of the planned copy (docs/semantics.md §2.6): replay a recorded miss plan.
 
 Same two levels as the swap: ``check_copy_planned_inputs`` reads metadata only (both backends, every
 call); ``check_copy_planned_contract`` reads the counts and rows (the reference always, the CUDA

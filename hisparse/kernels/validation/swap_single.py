@@ -1,4 +1,4 @@
-"""Argument checks of the single-step exact-LRU swap (reference doc §2.2, §2.7, §7.8).
+"""Argument checks of the single-step exact-LRU swap (docs/semantics.md §2.2, §2.7, §7.8).
 
 Two levels, because the CUDA wrapper must not synchronise with the device on every call:
 - ``check_swap_single_inputs``: dtype/shape/device/stride and size ranges only (metadata, no sync).
@@ -17,7 +17,7 @@ from hisparse.kernels import limits
 from hisparse.kernels.signature import Bound, keyword_op
 from hisparse.kernels.validation.common import check_int, check_plan, check_same_row_stride, check_tensor, item_rows
 
-# lru_slots is int16; the reference doc (§2.3) bounds HOT by the int16 maximum.
+# lru_slots is int16; docs/semantics.md (§2.3) bounds HOT by the int16 maximum.
 MAX_HOT_BUFFER_SIZE_SINGLE = limits.MAX_LRU_HOT_BUFFER_SIZE
 INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -120,7 +120,7 @@ def check_swap_single_inputs(a: Bound) -> SwapSingleShape:
 def check_swap_single_contract(t: Bound) -> SwapSingleShape:
     """``check_swap_single_inputs`` plus the content contract (reads values: one device->host sync).
 
-    Rules (reference doc §2.7, §7.8), each error naming the
+    Rules (docs/semantics.md §2.7, §7.8), each error naming the
     argument, the batch row and the offending value:
     - ``num_real_reqs[0]`` in [0, batch]; real rows' ``req_pool_indices`` in [0, num_req_slots);
     - long rows (seq_len > hot_buffer_size) use distinct request slots (they mutate them);

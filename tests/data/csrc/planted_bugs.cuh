@@ -1,4 +1,4 @@
-// Deliberate bugs for the compute-sanitizer control runs (scripts/gpu_sanitize.py, harness.md §7):
+// Deliberate bugs for the compute-sanitizer control runs (scripts/gpu_sanitize.py, docs/semantics.md §H7):
 // a sanitizer run that reports nothing proves little unless the same setup catches these. Built
 // through the same JIT path as the real ops (hisparse.jit, same flags and host launch helper).
 // Never call these outside the sanitizer scripts.

@@ -6,7 +6,7 @@ GPU launch measures the launch, not the kernel. Here the benchmark function does
 replay divided by the calls per graph; on the CPU reference backend, host wall time) and returns the
 samples in **seconds per call**, one per replay. This type hands them to asv as
 ``{"samples": [...], "number": 1}``, which asv 0.6.6 stores as a timing result: median, quartiles,
-99% CI, and Mann-Whitney in ``asv compare``, exactly as for ``time_*`` (harness.md §3).
+99% CI, and Mann-Whitney in ``asv compare``, exactly as for ``time_*`` (docs/semantics.md §H3).
 
 Setup (workload tensors, JIT build, warm-up) belongs in the class's ``setup``: nothing there is timed.
 One process per parameter point and ``rounds = 1``: the replays inside the call are the repeats.
