@@ -7,8 +7,8 @@
   from our own runner and this suite share one definition, whichever commit's hisparse is imported.
 - Workloads are deterministic (each case carries its seed) and cached per process.
 
-To measure an old commit with asv, point HISPARSE_ASV_TREE at its tree (a git worktree): this module
-puts it first on sys.path. Every hisparse API is looked up with ``getattr`` in the layout that tree
+To measure an old commit with asv, point HISPARSE_ASV_PATH at its tree (a git worktree; then, separated
+by ':', any site directory it needs): this module puts them first on sys.path. Every hisparse API is looked up with ``getattr`` in the layout that tree
 has (the wings of 2026-12-01 on, or the flat modules before), so a commit that lacks one skips cleanly
 instead of breaking discovery.
 No work happens at import beyond reading the config: no torch import, no GPU query.
@@ -23,12 +23,13 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# The tree under test, for an old commit (a git worktree of it): first on sys.path before anything
-# imports hisparse. asv 0.6.6 cannot do this itself: an existing environment turns ASV_PYTHONPATH
-# into PYTHONPATH, and its benchmark process then strips PYTHONPATH's entries from sys.path.
-TREE = os.environ.get("HISPARSE_ASV_TREE")
-if TREE:
-    sys.path.insert(0, str(Path(TREE).resolve()))
+# Paths put first on sys.path before anything imports hisparse: the tree under test (a git worktree
+# of an old commit), then what it needs that is not installed in the interpreter (a --target site
+# such as an offline node's /tmp/site). asv 0.6.6 cannot do this itself: an existing environment
+# turns ASV_PYTHONPATH into PYTHONPATH, and its benchmark process then strips PYTHONPATH's entries
+# from sys.path (on the H200 node that lost tvm_ffi).
+for _entry in reversed([p for p in os.environ.get("HISPARSE_ASV_PATH", "").split(os.pathsep) if p]):
+    sys.path.insert(0, str(Path(_entry).resolve()))
 CONFIG = os.environ.get("HISPARSE_ASV_CONFIG") or str(REPO / "configs" / "ci.yaml")
 BACKEND = os.environ.get("HISPARSE_ASV_BACKEND", "auto")
 

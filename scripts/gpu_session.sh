@@ -56,7 +56,7 @@ for s in "$@"; do
              sha=${s#replay:}
              step clone bash -c "rm -rf /tmp/hs-repo && git clone -q -b main .bundle/main.bundle /tmp/hs-repo"
              step "history-$sha" bash -c "cd /tmp/hs-repo && python3 -m hisparse history $sha --results $OUT/history-results --machine \${HISPARSE_MACHINE:-h200-sxm} --python python3"
-             step "asv-$sha" bash -c "cd /tmp/hs-repo && full=\$(git rev-parse $sha) && rm -rf /tmp/asv-old && git worktree add -q --detach /tmp/asv-old \$full && export HOME=/tmp/asv-home PYTHONPATH=\$PWD/plugins/asv_bench_hisparse:\$PYTHONPATH HISPARSE_ASV_TREE=/tmp/asv-old && mkdir -p \$HOME && python3 -m asv machine --yes --machine h200-sxm >/dev/null && python3 -m asv run -E existing:\$(command -v python3) --set-commit-hash \$full --machine h200-sxm --record-samples --show-stderr --bench MultiStep.gpu_time_swap && cp -r results/asv $OUT/asv-results" ;;
+             step "asv-$sha" bash -c "cd /tmp/hs-repo && full=\$(git rev-parse $sha) && rm -rf /tmp/asv-old && git worktree add -q --detach /tmp/asv-old \$full && export HOME=/tmp/asv-home PYTHONPATH=\$PWD/plugins/asv_bench_hisparse:\$PYTHONPATH HISPARSE_ASV_PATH=/tmp/asv-old:/tmp/site && mkdir -p \$HOME && python3 -m asv machine --yes --machine h200-sxm >/dev/null && python3 -m asv run -E existing:\$(command -v python3) --set-commit-hash \$full --machine h200-sxm --record-samples --show-stderr --bench MultiStep.gpu_time_swap && cp -r results/asv $OUT/asv-results" ;;
     cache) step cache tar czf "$OUT/jit-cache.tgz" -C "$HISPARSE_CACHE_DIR/.." "$(basename "$HISPARSE_CACHE_DIR")" ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac

@@ -257,7 +257,7 @@ OLD_LAYOUT_COMMIT = "8165cd7"  # the last commit of the flat layout (before the 
 
 @pytest.mark.slow
 def test_asv_replays_a_commit_from_before_the_move(plugin_path, tmp_path):
-    """This tree's suite measures an old tree (flat hisparse/ layout) named by HISPARSE_ASV_TREE, as
+    """This tree's suite measures an old tree (flat hisparse/ layout) named first in HISPARSE_ASV_PATH, as
     `asv run` of an old commit does: the old modules are found and a sample lands."""
     full = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", "-q", f"{OLD_LAYOUT_COMMIT}^{{commit}}"],
                           capture_output=True, text=True).stdout.strip()
@@ -278,7 +278,7 @@ def test_asv_replays_a_commit_from_before_the_move(plugin_path, tmp_path):
         (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
         (tmp_path / "home").mkdir()
         env = _env(plugin_path, HOME=str(tmp_path / "home"), HISPARSE_ASV_BACKEND="reference",
-                   HISPARSE_ASV_TREE=str(old))
+                   HISPARSE_ASV_PATH=str(old))
         subprocess.run(ASV + ["machine", "--yes", "--machine", "cpu-test"], cwd=tmp_path, env=env, check=True,
                        capture_output=True, timeout=120)
         proc = subprocess.run(ASV + ["run", "-E", f"existing:{PY}", "--set-commit-hash", full, "--machine", "cpu-test",
