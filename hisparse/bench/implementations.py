@@ -34,6 +34,8 @@ class Implementation:
     source:     whose kernels: "hisparse" (ours, built by ``hisparse-bench build``) or "sglang"
                 (sglang's own entry points, hisparse/bench/sglang.py; sglang JIT-builds them itself,
                 so their ``ops`` name only the floor).
+    counterpart: for an sglang row, our implementation doing the same work: the engine links our
+                case to sglang's case of the same parameters (``counterpart_link``, ours/sglang).
     """
 
     name: str
@@ -45,6 +47,7 @@ class Implementation:
     default: bool
     max_hot_buffer_size: int
     source: str = "hisparse"
+    counterpart: str | None = None
 
     @property
     def uses_pdl(self) -> bool:
@@ -69,13 +72,15 @@ TABLE: tuple[Implementation, ...] = (
     # No sglang sequential-LRU planned variant exists, so the planned row is its own baseline.
     Implementation("sglang_lru_sequential", ("gather_floor",), "bind_sglang_lru",
                    baseline=None, multi_step=False, planned=False, default=False,
-                   max_hot_buffer_size=limits.MAX_LRU_HOT_BUFFER_SIZE, source="sglang"),
+                   max_hot_buffer_size=limits.MAX_LRU_HOT_BUFFER_SIZE, source="sglang",
+                   counterpart="lru_sequential"),
     Implementation("sglang_multi_step", ("gather_floor",), "bind_sglang_multi_step",
                    baseline="sglang_lru_sequential", multi_step=True, planned=False, default=False,
-                   max_hot_buffer_size=limits.MAX_HOT_BUFFER_SIZE, source="sglang"),
+                   max_hot_buffer_size=limits.MAX_HOT_BUFFER_SIZE, source="sglang", counterpart="multi_step"),
     Implementation("sglang_multi_step_planned", ("gather_floor",), "bind_sglang_multi_step",
                    baseline=None, multi_step=True, planned=True, default=False,
-                   max_hot_buffer_size=limits.MAX_HOT_BUFFER_SIZE, source="sglang"),
+                   max_hot_buffer_size=limits.MAX_HOT_BUFFER_SIZE, source="sglang",
+                   counterpart="multi_step_planned"),
 )
 
 BY_NAME: dict[str, Implementation] = {impl.name: impl for impl in TABLE}

@@ -29,7 +29,7 @@ from hisparse.bench import floors as floors_mod
 from hisparse.bench import calls as implementations
 from hisparse.bench import timing
 from hisparse.bench.floors import PinnedBandwidth
-from hisparse.results.model import CaseResult, Run, RunRecord, RunWriter, SpeedupLink
+from hisparse.results.model import CaseResult, CounterpartLink, Run, RunRecord, RunWriter, SpeedupLink
 
 MAX_REASON_VIOLATIONS = 3
 
@@ -273,6 +273,48 @@ def link_speedups(record: RunRecord, baseline_of: Callable[[dict], str | None] =
     return replace(record, cases=tuple(updated))
 
 
+def counterpart_id_of(params: dict) -> str | None:
+    """Id of sglang's case doing the work of our case ``params``: the sglang implementation whose
+    table row names ours as its ``counterpart``, every other parameter equal (as Case normalises
+    them: pdl off for the sequential-LRU ones). None for sglang's own cases, implementations without
+    an sglang counterpart, and params this version cannot read."""
+    from hisparse.bench import implementations as table  # noqa: PLC0415
+    from hisparse.bench.case import Case  # noqa: PLC0415
+
+    theirs = next((i.name for i in table.TABLE if i.counterpart and i.counterpart == params.get("implementation")),
+                  None)
+    if theirs is None:
+        return None
+    try:
+        return Case.from_dict({**params, "implementation": theirs}).case_id
+    except Exception:  # noqa: BLE001 (params of an older config version: no pair, not an error)
+        return None
+
+
+def link_counterparts(record: RunRecord,
+                      counterpart_of: Callable[[dict], str | None] = counterpart_id_of) -> RunRecord:
+    """Link every ok case of ours whose sglang counterpart (``counterpart_id_of``) is in the run to
+    it: ``counterpart_link`` = (sglang's case id, median(ours) / median(sglang's)), the ratio None
+    while sglang's case is not ok. A case without one loses a stale link. Cheap: also re-links a file
+    written before the link existed (``hisparse-bench plot``)."""
+    by_id = {c.case_id: c for c in record.cases}
+    updated = []
+    for c in record.cases:
+        other_id = counterpart_of(c.params) if c.ok else None
+        other = by_id.get(other_id) if other_id is not None else None
+        link = None
+        if other is not None:
+            ratio = c.median_us / other.median_us if other.ok and other.median_us and c.median_us else None
+            link = CounterpartLink(other.case_id, ratio)
+        updated.append(c if c.counterpart_link == link else replace(c, counterpart_link=link))
+    return replace(record, cases=tuple(updated))
+
+
+def link_cases(record: RunRecord, baseline_of: Callable[[dict], str | None] = _baseline_id) -> RunRecord:
+    """Every link the engine stores across cases: speedups, then sglang counterparts."""
+    return link_counterparts(link_speedups(record, baseline_of))
+
+
 def run_sweep(
     cases: Iterable[Any],
     backend: Any,
@@ -293,5 +335,5 @@ def run_sweep(
             yield case, None
             continue
         result = run(case, backend, floors=floors)
-        writer.replace_record(link_speedups(writer.record.with_case(result), baseline_of))
+        writer.replace_record(link_cases(writer.record.with_case(result), baseline_of))
         yield case, writer.record.case(case.case_id)

@@ -102,6 +102,6 @@ def retime_run(path: str | Path, backend: Any) -> Iterator[tuple[str, CaseResult
             continue
         merged = retime_case(case, result, backend)
         record = writer.record
-        writer.replace_record(measure.link_speedups(replace(
+        writer.replace_record(measure.link_cases(replace(
             record, cases=tuple(merged if c.case_id == result.case_id else c for c in record.cases))))
         yield result.case_id, merged

@@ -38,7 +38,7 @@ def compare(ctx: click.Context, run_a: str, run_b: str, threshold: float, alpha:
         click.echo(f"warning: runs differ in {w}", err=True)
     only_a, only_b = cmp.only_in(a, b)
     click.echo(f"A: {a.run_id}\nB: {b.run_id}")
-    click.echo(text.compare_table(verdicts, threshold=threshold, alpha=alpha))
+    click.echo(text.compare_table(verdicts, threshold=threshold, alpha=alpha, pairs=cmp.counterpart_ratios(a, b)))
     if only_a or only_b:
         click.echo(f"{len(only_a)} case(s) only in A, {len(only_b)} only in B (not compared)")
     regressed = [v.case_id for v in verdicts if v.regressed]

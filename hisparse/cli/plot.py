@@ -20,8 +20,19 @@ def plot(run_file: str, out_dir: str | None) -> None:
         record = load_run(run_file)
     except HisparseError as e:
         raise click.ClickException(str(e)) from e
-    paths = plot_run(record, Path(out_dir) if out_dir else Path(run_file).with_suffix(""))
+    paths = plot_run(_linked(record), Path(out_dir) if out_dir else Path(run_file).with_suffix(""))
     if not paths:
         click.echo("no figures: the run has no timed cases")
     for p in paths:
         click.echo(str(p))
+
+
+def _linked(record):
+    """``record`` with the engine's sglang counterpart links (files written before
+    ``counterpart_link`` existed have none, and render reads only stored links); the file itself is
+    left as it is. Without the engine's dependencies (torch) the record is drawn as stored."""
+    try:
+        from hisparse.bench.measure import link_counterparts  # noqa: PLC0415
+    except ImportError:
+        return record
+    return link_counterparts(record)

@@ -7,7 +7,7 @@ not render offline, docs/semantics.md §H3.)
 
 Pages: ``index.html`` (every benchmark = case x machine, with a sparkline of its per-commit
 medians), ``bench/<slug>.html`` (trend: median line, IQR band, change points, hover titles, and the
-table of commit, date, median, IQR, n), ``commit/<hash>.html`` (that commit's runs: summary table and
+table of commit, date, median, IQR, n; for our case linked to sglang's, ours/sglang per commit), ``commit/<hash>.html`` (that commit's runs: summary table and
 the engine's plots), ``regressions.html`` (detected regressions and failed cases). Commits are ordered
 by git committer date, or by the run's created time where git does not know the commit.
 
@@ -341,7 +341,41 @@ def _same_case_key(t: TrackedSeries) -> tuple:
     return s.machine, s.backend, repr(sorted((k, repr(v)) for k, v in rest.items()))
 
 
-def _bench_page(t: TrackedSeries, peers: Sequence[TrackedSeries]) -> str:
+def counterpart_points(t: TrackedSeries, runs: dict[str, RunFile]) -> list[tuple[CommitPoint, str, list[float]]]:
+    """(point, sglang's case id, ours/sglang of each of the point's runs) for every commit where the
+    engine linked this case to sglang's counterpart (the stored ``counterpart_link``; render never
+    pairs cases itself). A run whose sglang case was not timed adds no ratio."""
+    out = []
+    for p in t.series.points:
+        links = [link for rid in p.run_ids if rid in runs
+                 for case in [runs[rid].record.case(t.series.case_id)] if case is not None
+                 for link in [case.counterpart_link] if link is not None]
+        if links:
+            out.append((p, links[0].case_id, [link.ratio for link in links if link.ratio is not None]))
+    return out
+
+
+def _counterpart_html(t: TrackedSeries, peers: Sequence[TrackedSeries], runs: dict[str, RunFile]) -> str:
+    """"Ours vs sglang": per commit, ours/sglang (median over the commit's runs), linked to sglang's page."""
+    found = counterpart_points(t, runs)
+    if not found:
+        return ""
+    pages = {p.series.case_id: "../" + _bench_href(p) for p in peers}
+
+    def row(p: CommitPoint, theirs: str, ratios: list[float]) -> list[str]:
+        value = stats.median(ratios) if ratios else None
+        cell = "-" if value is None else (f'<span class="{"good" if value < 1 else "bad" if value > 1 else ""}">'
+                                          f"{value:.3f}</span>")
+        return [_link(f"../commit/{_commit_slug(p.commit)}.html", p.commit[:12]), f"{p.date:%Y-%m-%d %H:%M}",
+                _link(pages[theirs], theirs) if theirs in pages else E(theirs), cell, str(len(ratios))]
+
+    return ('<h2>Ours vs sglang</h2><p class="muted">time of this case / time of sglang\'s case doing the same '
+            "work, as the engine linked them (below 1: ours faster; the median over the commit's runs).</p>"
+            + _table(["<commit", "<date", "<sglang case", "ours/sglang", "runs"],
+                     (row(*f) for f in found), css_class="vs-sglang"))
+
+
+def _bench_page(t: TrackedSeries, peers: Sequence[TrackedSeries], runs: dict[str, RunFile] | None = None) -> str:
     s = t.series
     body = [f'<p class="muted">machine <b>{E(s.machine)}</b>, backend <b>{E(s.backend or "-")}</b></p>']
     if s.backend == "reference":
@@ -354,6 +388,7 @@ def _bench_page(t: TrackedSeries, peers: Sequence[TrackedSeries]) -> str:
     if len(peers) > 1:
         links = ", ".join(_link("../" + _bench_href(p), str(p.series.params.get("implementation"))) for p in peers)
         body.append(f"<h2>All implementations of this case</h2><p class=\"muted\">{links}</p>" + compare_chart(peers))
+    body.append(_counterpart_html(t, peers, runs or {}))
     body.append("<h2>Parameters</h2>" + params_table(s.params))
     body.append("<h2>Per commit</h2>" + _table(
         ["<commit", "<date", "median", "q1", "q3", "IQR", "n", "GB/s", "<runs"], (_point_row(p) for p in s.points)))
@@ -461,8 +496,9 @@ def build_site(history: History, out_dir: str | os.PathLike, *, make_plots: bool
     peers: dict[tuple, list[TrackedSeries]] = {}
     for t in tracked:
         peers.setdefault(_same_case_key(t), []).append(t)
+    runs_by_id = {r.run_id: r for r in history.runs}
     for t in tracked:
-        write(_bench_href(t), _bench_page(t, peers[_same_case_key(t)]))
+        write(_bench_href(t), _bench_page(t, peers[_same_case_key(t)], runs_by_id))
     notes = "".join(f'<p class="note">skipped {E(str(p))}: {E(reason)}</p>' for p, reason in history.skipped)
     write("index.html", _page("hisparse-bench: benchmarks", notes + (
         f'<p class="muted">{len(tracked)} benchmark(s), {len(commits)} commit(s). Times are medians per '

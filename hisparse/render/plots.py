@@ -7,6 +7,8 @@ returns its path, or None when the run has no data for it (e.g. no PDL on/off pa
 - throughput_vs_batch.png: achieved GB/s (bytes per call / time) vs batch, against the pinned-copy
   ceiling the run measured (``floors.pinned_h2d_gbps``);
 - speedup_vs_batch.png: speedup over the sequential-LRU baseline of the same case;
+- vs_sglang.png: time of our case / time of sglang's doing the same work (the engine's stored
+  ``counterpart_link``), for runs that measured both;
 - pdl.png: time with PDL on / time with PDL off, for cases that differ only in pdl;
 - hot_buffer_size.png: median time vs hot_buffer_size, one panel per workload and step count.
 
@@ -382,6 +384,18 @@ def pdl_effect(run: RunRecord, out_dir: Path) -> Path | None:
     return _line_figure(run, out_dir, spec, [c for c, _ in pairs])
 
 
+def vs_sglang(run: RunRecord, out_dir: Path) -> Path | None:
+    """time(ours) / time(sglang's) vs batch for our cases the engine linked to sglang's counterpart
+    (the stored ``counterpart_link``; a line per implementation pair and variant, styled as ours)."""
+    cases = [c for c in _ok(run) if c.counterpart_link is not None and c.counterpart_link.ratio is not None]
+    if not cases:
+        return None
+    spec = Figure("vs_sglang.png", "Ours vs sglang: time ours / time sglang vs batch", "batch",
+                  lambda c: c.counterpart_link.ratio if c.counterpart_link is not None else None,
+                  ylabel="time ours / time sglang", hline=1.0, hline_label="same as sglang (below: ours faster)")
+    return _line_figure(run, out_dir, spec, cases)
+
+
 def hot_buffer_effect(run: RunRecord, out_dir: Path) -> Path | None:
     cases = _ok(run)
     if len({c.params.get("hot_buffer_size") for c in cases}) < 2:
@@ -392,7 +406,7 @@ def hot_buffer_effect(run: RunRecord, out_dir: Path) -> Path | None:
     return _line_figure(run, out_dir, spec)
 
 
-PLOTS = (latency_vs_batch, throughput_vs_batch, speedup_vs_batch, pdl_effect, hot_buffer_effect)
+PLOTS = (latency_vs_batch, throughput_vs_batch, speedup_vs_batch, vs_sglang, pdl_effect, hot_buffer_effect)
 
 
 def plot_run(run: RunRecord, out_dir: str | Path) -> list[Path]:

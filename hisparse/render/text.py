@@ -118,10 +118,47 @@ def bimodal_table(run: RunRecord) -> str:
             "compare the mode centres):\n" + "\n".join(lines))
 
 
+def _without_impl(case_id: str) -> str:
+    return case_id.partition("/")[2] or case_id
+
+
+def faster_line(ratios: Iterable[float | None], what: str = "pairs") -> str:
+    """"ours faster in 3 of 5 pairs, slower in 2" (+ "; 1 without a ratio"): ratios are ours/sglang."""
+    ratios = list(ratios)
+    rated = [r for r in ratios if r is not None]
+    faster, slower = sum(1 for r in rated if r < 1), sum(1 for r in rated if r > 1)
+    line = f"ours faster in {faster} of {len(rated)} {what}, slower in {slower}"
+    if len(rated) - faster - slower:
+        line += f", equal in {len(rated) - faster - slower}"
+    if len(ratios) > len(rated):
+        line += f"; {len(ratios) - len(rated)} without a ratio (sglang's case not timed)"
+    return line
+
+
+def vs_sglang_table(run: RunRecord) -> str:
+    """Our cases next to sglang's doing the same work (the engine's stored ``counterpart_link``):
+    both medians and ours/sglang; "" when the run has no such pair."""
+    rows, ratios = [], []
+    for c in run.cases:
+        link = c.counterpart_link
+        if link is None:
+            continue
+        theirs = run.case(link.case_id)
+        ratios.append(link.ratio)
+        rows.append([str(c.params.get("implementation") or c.case_id.split("/")[0]), _without_impl(c.case_id),
+                     us(c.median_us), us(theirs.median_us if theirs is not None and theirs.ok else None),
+                     num(link.ratio, ".3f")])
+    if not rows:
+        return ""
+    return ("ours vs sglang (median time per call; ours/sglang < 1: ours faster):\n"
+            + table(["ours", "case", "ours us", "sglang us", "ours/sglang"], rows, "llrrr")
+            + "\n" + faster_line(ratios))
+
+
 def run_summary(run: RunRecord) -> str:
-    """Header, the per-case table, bimodal cases, failed cases with reasons, pruned count."""
+    """Header, the per-case table, ours vs sglang, bimodal cases, failed cases with reasons, pruned count."""
     parts = [run_header(run), "", run_table(run)]
-    for extra in (bimodal_table(run), failed_table(run)):
+    for extra in (vs_sglang_table(run), bimodal_table(run), failed_table(run)):
         if extra:
             parts += ["", extra]
     pruned = run.config.get("pruned") or []
@@ -131,7 +168,31 @@ def run_summary(run: RunRecord) -> str:
     return "\n".join(parts)
 
 
-def compare_table(verdicts: Sequence[Any], *, threshold: float, alpha: float) -> str:
+def compare_table(verdicts: Sequence[Any], *, threshold: float, alpha: float, pairs: Sequence[Any] = ()) -> str:
+    """The verdict per case, a footer of counts, and (``pairs``: ``track.compare.counterpart_ratios``)
+    the ours/sglang ratio in A and in B of every pair both runs linked."""
+    return _verdict_table(verdicts, threshold=threshold, alpha=alpha) + (
+        "\n\n" + compare_pairs_table(pairs) if pairs else "")
+
+
+def compare_pairs_table(pairs: Sequence[Any]) -> str:
+    """One row per pair with a ratio on either side (kept small: pairs sglang timed in neither run
+    are only counted), then how often ours was faster in A and in B."""
+    shown = [p for p in pairs if p.ratio_a is not None or p.ratio_b is not None]
+    rows = [[p.case_id, num(p.ratio_a, ".3f"), num(p.ratio_b, ".3f")] for p in shown]
+    untimed = len(pairs) - len(shown)
+
+    def faster(ratios: list) -> str:
+        rated = [r for r in ratios if r is not None]
+        return f"{sum(1 for r in rated if r < 1)} of {len(rated)}"
+
+    foot = (f"ours faster in A: {faster([p.ratio_a for p in shown])} pairs, in B: {faster([p.ratio_b for p in shown])}"
+            + (f"; {untimed} pair(s) sglang timed in neither run" if untimed else ""))
+    return ("ours vs sglang (ours/sglang median, < 1: ours faster):\n"
+            + (table(["ours", "A", "B"], rows) + "\n" if rows else "") + foot)
+
+
+def _verdict_table(verdicts: Sequence[Any], *, threshold: float, alpha: float) -> str:
     rows = []
     for v in verdicts:
         ci = "-" if v.ci_low is None else f"[{num(v.ci_low, '.3f')}, {num(v.ci_high, '.3f')}]"

@@ -58,6 +58,10 @@ def _floats(where: str, values: Any) -> tuple[float, ...]:
         raise ResultFormatError(f"{where}: expected a list of numbers ({e})") from e
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _int(where: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ResultFormatError(f"{where}: expected an integer >= 0, got {value!r}")
@@ -129,6 +133,21 @@ class SpeedupLink:
         return _clean({"baseline": self.baseline, "value": self.value})
 
 
+@dataclass(frozen=True)
+class CounterpartLink:
+    """The engine's link of our case to sglang's case doing the same work (the sglang implementation
+    whose ``counterpart`` is ours, every other parameter equal) and median(ours) / median(sglang's) at
+    write time (< 1: ours faster; None while sglang's case is not ok in the run). Stored for the
+    reason SpeedupLink is: the pairing is the engine's (the implementation table), readers do not
+    re-derive it."""
+
+    case_id: str
+    ratio: float | None
+
+    def to_dict(self) -> dict:
+        return _clean({"case_id": self.case_id, "ratio": self.ratio})
+
+
 def derived_figures(median_us: float | None, work: dict | None, floor: dict | None) -> dict[str, float | None]:
     """``gbps`` (bytes per call over the median), ``over_pcie_floor`` and ``over_gather_floor`` (the
     median over each floor): arithmetic on a case's work, floors and median, so never stored."""
@@ -186,13 +205,15 @@ class CaseResult:
     work: dict | None
     floor: dict | None
     speedup_link: SpeedupLink | None
+    counterpart_link: CounterpartLink | None
     retime_errors: tuple[str, ...]
     wall_s: float
 
+    # counterpart_link comes last in the signature (callers pass the others by position)
     def __init__(self, case_id: str, params: dict, status: str, reason: str | None = None, settings: dict | None = None,
                  runs: Any = (), work: dict | None = None, floor: dict | None = None,
                  speedup_link: SpeedupLink | dict | None = None, retime_errors: Any = (), wall_s: float = 0.0,
-                 **v1: Any) -> None:
+                 counterpart_link: CounterpartLink | dict | None = None, **v1: Any) -> None:
         if v1:
             base = None
             if settings is not None or runs:  # dataclasses.replace(case, timing=...): v1's replace, on v1's view
@@ -213,6 +234,9 @@ class CaseResult:
         put("work", work)
         put("floor", floor)
         put("speedup_link", speedup_link)
+        if isinstance(counterpart_link, dict):
+            counterpart_link = CounterpartLink(str(counterpart_link.get("case_id")), counterpart_link.get("ratio"))
+        put("counterpart_link", counterpart_link)
         put("retime_errors", tuple(str(e) for e in retime_errors or ()))
         put("wall_s", float(wall_s or 0.0))
         self._check()
@@ -332,6 +356,10 @@ class CaseResult:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["runs"] = [r.to_dict() for r in self.runs]
         d["speedup_link"] = self.speedup_link.to_dict() if self.speedup_link is not None else None
+        if self.counterpart_link is None:
+            del d["counterpart_link"]  # absent = none: files without sglang cases stay as they were
+        else:
+            d["counterpart_link"] = self.counterpart_link.to_dict()
         return _clean(d)
 
     def flat_dict(self) -> dict:
@@ -357,6 +385,11 @@ class CaseResult:
         link = data.get("speedup_link")
         if link is not None and (not isinstance(link, dict) or not link.get("baseline")):
             raise ResultFormatError(f"case {data['case_id']}: speedup_link must be {{\"baseline\", \"value\"}} or null")
+        pair = data.get("counterpart_link")
+        if pair is not None and (not isinstance(pair, dict) or not pair.get("case_id")
+                                 or not (pair.get("ratio") is None or _is_number(pair.get("ratio")))):
+            raise ResultFormatError(f"case {data['case_id']}: counterpart_link must be {{\"case_id\", \"ratio\"}} "
+                                    f"(ratio a number or null) or null, got {pair!r}")
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})  # newer minor additions are ignored
 
@@ -452,6 +485,9 @@ class RunRecord:
 #     and the case's "clocks" are no longer stored (computed from the runs: CaseResult properties);
 #     the speedup link ("derived.speedup_baseline" + "derived.speedup_vs_lru_sequential") becomes
 #     "speedup_link" {"baseline", "value"}; "timing.retime_errors" becomes "retime_errors".
+#     Later v2 additions (older v2 readers ignore them): "counterpart_link" {"case_id", "ratio"} on our
+#     case that has sglang's counterpart in the run (2026-12, issue 12: ratio = median ours / median
+#     sglang's; absent: no counterpart in the run).
 #     Upgrade (_UPGRADES[1], _case_v1_to_v2): rounds from timing.samples_per_round (absent: one),
 #     their process from timing.samples_per_process (absent: one); warm-ups, clock lists and
 #     placements split by round where their lengths line up, else kept whole on the first run.

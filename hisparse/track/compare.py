@@ -18,7 +18,7 @@ environment differences (driver, torch, ...) are warnings.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from hisparse import stats
 from hisparse.results import metadata
@@ -112,6 +112,29 @@ def compare(
                                         rounds_head=cb.timing.get("samples_per_round"),
                                         replays_base=ca.replay_us, replays_head=cb.replay_us))
     return verdicts
+
+
+@dataclass(frozen=True)
+class PairRatio:
+    """One case of ours that both runs linked to sglang's counterpart (``CaseResult.counterpart_link``):
+    ours/sglang median in A and in B (None where that side's sglang case was not timed)."""
+
+    case_id: str
+    counterpart: str
+    ratio_a: float | None
+    ratio_b: float | None
+
+
+def counterpart_ratios(run_a: RunRecord, run_b: RunRecord) -> list[PairRatio]:
+    """The stored ours/sglang ratio of A and of B for every case of ours both runs linked to the same
+    sglang case, in run A's order; empty when either run has no pair."""
+    out = []
+    for ca in run_a.cases:
+        cb = run_b.case(ca.case_id)
+        la, lb = ca.counterpart_link, cb.counterpart_link if cb is not None else None
+        if la is not None and lb is not None and la.case_id == lb.case_id:
+            out.append(PairRatio(ca.case_id, la.case_id, la.ratio, lb.ratio))
+    return out
 
 
 def only_in(run_a: RunRecord, run_b: RunRecord) -> tuple[list[str], list[str]]:

@@ -349,3 +349,54 @@ def test_implementations_of_one_case_share_a_chart(tmp_path):
     solo = _batch_sweep(tmp_path / "solo", impls=("multi_step",))
     build_site(solo, tmp_path / "solo_site", make_plots=False)
     assert all('class="compare"' not in p.read_text() for p in (tmp_path / "solo_site" / "bench").iterdir())
+
+
+def _vs_sglang_history(tmp_path, ratios=(0.9, 1.1)):
+    """Two commits of multi_step next to sglang_multi_step (same case otherwise); our case carries the
+    link the engine stores, with the ratio written by hand (not the medians': render shows the link)."""
+    import random
+    from dataclasses import replace
+
+    from _regression_data import make_case
+    from hisparse.results.model import CounterpartLink, run_from_dict
+    from hisparse.results.model import write_run as write_v2
+
+    base = {"workload": "upstream", "batch": 1, "steps": 4, "top_k": 64, "hot_buffer_size": 128,
+            "item_size_bytes": 64, "pdl": True, "shared_layers": 0, "workload_params": {}, "seed": 0}
+    theirs = "sglang_multi_step/upstream/b1/s4/k64/h128/i64/pdl1"
+    for i, ratio in enumerate(ratios):
+        run = make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": 1.0, "lru_sequential": 1.0})
+        rng = random.Random(i)
+        run["cases"] = [make_case({**base, "implementation": impl}, level, rng=rng)
+                        for impl, level in (("multi_step", 100.0), ("sglang_multi_step", 120.0))]
+        rec = run_from_dict(run)
+        cases = [replace(c, counterpart_link=CounterpartLink(theirs, ratio)) if c.params["implementation"] == "multi_step"
+                 else c for c in rec.cases]
+        write_v2(replace(rec, cases=tuple(cases)), tmp_path / "results" / "runs" / f"{rec.run_id}.json")
+    return tmp_path / "results"
+
+
+def test_case_page_shows_ours_over_sglang_per_commit(tmp_path):
+    out = tmp_path / "site"
+    build_site(_vs_sglang_history(tmp_path), out, make_plots=False)
+    ours = next(p for p in (out / "bench").iterdir() if p.name.startswith("h200-sxm_cuda_multi_step_upstream"))
+    text = ours.read_text()
+    table = re.search(r'<table class="vs-sglang">.*?</table>', text, re.S).group(0)
+    rows = Page(table).rows
+    assert rows == [["commit", "date", "sglang case", "ours/sglang", "runs"],
+                    [fake_commit(0)[:12], "2026-11-01 02:00", "sglang_multi_step/upstream/b1/s4/k64/h128/i64/pdl1",
+                     "0.900", "1"],
+                    [fake_commit(1)[:12], "2026-11-02 02:00", "sglang_multi_step/upstream/b1/s4/k64/h128/i64/pdl1",
+                     "1.100", "1"]]
+    # sglang's case page is linked, and both share the "All implementations of this case" chart
+    sglang_page = next(p for p in (out / "bench").iterdir() if p.name.startswith("h200-sxm_cuda_sglang_multi_step"))
+    assert f'href="../bench/{sglang_page.name}"' in table
+    chart = re.search(r'<svg class="compare".*?</svg>', text, re.S).group(0)
+    assert sorted(re.findall(r'data-impl="([^"]+)"', chart)) == ["multi_step", "sglang_multi_step"]
+    assert "<h2>Ours vs sglang</h2>" not in sglang_page.read_text()  # the link is on our case only
+
+
+def test_case_page_without_a_stored_link_has_no_ratio_table(tmp_path):
+    out = tmp_path / "site"
+    build_site(_batch_sweep(tmp_path, commits=1), out, make_plots=False)
+    assert all("Ours vs sglang" not in p.read_text() for p in (out / "bench").iterdir())

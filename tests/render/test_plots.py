@@ -214,3 +214,69 @@ def test_sglang_implementations_are_hollow_in_the_hue_of_their_counterpart(monke
     lines = figs["latency_vs_batch.png"][0]["lines"]
     assert lines["sglang_multi_step"]["mfc"] == "white" and lines["multi_step"]["mfc"] != "white"
     assert lines["sglang_multi_step"]["marker"] == lines["multi_step"]["marker"] == "o"
+
+
+def _vs_run():
+    """multi_step (PDL on, hot 4096 and 8192) and multi_step_planned, each next to sglang's case with
+    the link the engine stores (ratio written by hand); one sglang case not timed (ratio None)."""
+    from dataclasses import replace
+
+    from hisparse.results.model import CounterpartLink
+
+    ratios = {("multi_step", 4096): (0.9, 1.2), ("multi_step", 8192): (0.8, 1.1), ("multi_step_planned", 4096): (0.7, 0.6)}
+    cases = []
+    for (impl, hot), by_batch in ratios.items():
+        for b, r in zip((1, 64), by_batch):
+            ours = _case(impl, "upstream", b, True, hot=hot)
+            theirs = replace(_case(impl, "upstream", b, True, hot=hot),
+                             case_id="sglang_" + ours.case_id, params={**ours.params, "implementation": "sglang_" + impl})
+            cases += [replace(ours, counterpart_link=CounterpartLink(theirs.case_id, r)), theirs]
+    cases.append(replace(_case("lru_sequential", "upstream", 1, False),
+                         counterpart_link=CounterpartLink("sglang_lru_sequential/upstream/b1/h4096/pdl0", None)))
+    return _run(cases)
+
+
+def test_vs_sglang_draws_the_stored_ratio_per_pair_and_variant(monkeypatch, tmp_path):
+    figs = _capture(monkeypatch)
+    path = plots.vs_sglang(_vs_run(), tmp_path)
+    _assert_png(path)
+    (panel,) = figs["vs_sglang.png"]
+    assert panel["title"] == "workload upstream" and panel["xscale"] == "log"
+    lines = panel["lines"]
+    assert set(lines) == {"multi_step · hot 4096", "multi_step · hot 8192", "multi_step_planned · hot 4096",
+                          "same as sglang (below: ours faster)"}
+    assert lines["multi_step · hot 4096"]["x"] == [1, 64] and lines["multi_step · hot 4096"]["y"] == [0.9, 1.2]
+    assert lines["multi_step · hot 8192"]["y"] == [0.8, 1.1]
+    assert lines["multi_step_planned · hot 4096"]["y"] == [0.7, 0.6]
+    assert lines["same as sglang (below: ours faster)"]["y"] == [1.0, 1.0]
+    assert lines["multi_step · hot 4096"]["color"] == plots.impl_style("multi_step").color  # styled as ours
+
+
+def test_vs_sglang_only_for_runs_with_pairs(tmp_path):
+    assert plots.vs_sglang(_full_run(), tmp_path) is None
+    assert "vs_sglang.png" not in {p.name for p in plots.plot_run(_full_run(), tmp_path)}
+    assert "vs_sglang.png" in {p.name for p in plots.plot_run(_vs_run(), tmp_path)}
+
+
+def test_cli_plot_links_a_file_written_before_the_link(tmp_path):
+    """`hisparse-bench plot` pairs an older file's cases through the engine (render reads only stored links)."""
+    from click.testing import CliRunner
+
+    from hisparse.bench.case import Case
+    from hisparse.bench.measure import case_params
+    from hisparse.cli import main
+    from hisparse.results.model import Run, write_run
+
+    cases = []
+    for impl, base in (("multi_step", 20.0), ("sglang_multi_step", 25.0)):
+        for b in (1, 64):
+            case = Case(impl, "upstream", batch=b)
+            cases.append(CaseResult(case.case_id, case_params(case), "ok", settings={"rounds": 1},
+                                    runs=(Run(0, 0, (base * b,) * 5),)))
+    path = write_run(_run(cases), tmp_path / "old.json")
+    assert "counterpart_link" not in path.read_text()
+    figs = tmp_path / "figs"
+    result = CliRunner().invoke(main, ["plot", str(path), "--out", str(figs)])
+    assert result.exit_code == 0, result.output
+    assert (figs / "vs_sglang.png").is_file()
+    assert "counterpart_link" not in path.read_text()  # the file itself is left as it was

@@ -46,3 +46,51 @@ def test_bimodal_replays_are_listed_when_their_samples_average_them():
     assert "  two: 53.2 us x50% | 55.2 us x50%" in text.run_summary(_run("r", [case]))
     (v,) = compare(_run("A", [case]), _run("B", [case]))
     assert v.note == "bimodal in both, modes B/A 1.000, 1.000"
+
+
+def _pair(impl, rest, ours, theirs, ratio):
+    """Our case with the stored link the engine would write, and sglang's case (None: not timed)."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from hisparse.results.model import CounterpartLink  # noqa: PLC0415
+
+    mine = _case(f"{impl}/{rest}", [ours] * 10)
+    other_id = f"sglang_{impl}/{rest}"
+    other = (CaseResult.failed(other_id, {"implementation": f"sglang_{impl}"}, "fault") if theirs is None
+             else replace(_case(other_id, [theirs] * 10), params={"implementation": f"sglang_{impl}"}))
+    return [replace(mine, params={"implementation": impl}, counterpart_link=CounterpartLink(other_id, ratio)), other]
+
+
+def test_run_summary_puts_ours_next_to_sglang():
+    run = _run("r", _pair("multi_step", "upstream/b1/s4/k2048/h4096/i576/pdl1", 20.0, 25.0, 0.8)
+               + _pair("multi_step", "upstream/b64/s4/k2048/h4096/i576/pdl1", 600.0, 500.0, 1.2)
+               + _pair("lru_sequential", "upstream/b1/s4/k2048/h4096/i576/pdl0", 100.0, None, None))
+    out = text.run_summary(run)
+    lines = out.splitlines()
+    assert "ours vs sglang (median time per call; ours/sglang < 1: ours faster):" in lines
+    assert "| multi_step     | upstream/b1/s4/k2048/h4096/i576/pdl1  |   20.00 |     25.00 |       0.800 |" in lines
+    assert "| multi_step     | upstream/b64/s4/k2048/h4096/i576/pdl1 |   600.0 |     500.0 |       1.200 |" in lines
+    assert "| lru_sequential | upstream/b1/s4/k2048/h4096/i576/pdl0  |   100.0 |         - |           - |" in lines
+    assert ("ours faster in 1 of 2 pairs, slower in 1; 1 without a ratio (sglang's case not timed)" in lines)
+
+
+def test_run_summary_without_sglang_has_no_vs_table():
+    out = text.run_summary(_run("r", [_case("multi_step/x", [10.0] * 10)]))
+    assert "ours vs sglang" not in out
+
+
+def test_compare_table_shows_the_ratio_in_a_and_b_per_pair():
+    from hisparse.track.compare import PairRatio  # noqa: PLC0415
+
+    a = _run("A", [_case("x", [100.0] * 10)])
+    pairs = [PairRatio("multi_step/b1", "sglang_multi_step/b1", 0.9, 1.1),
+             PairRatio("multi_step/b64", "sglang_multi_step/b64", 0.95, 0.97),
+             PairRatio("lru_sequential/b1", "sglang_lru_sequential/b1", None, None)]
+    out = text.compare_table(compare(a, a), threshold=0.02, alpha=0.01, pairs=pairs)
+    tail = out.split("ours vs sglang (ours/sglang median, < 1: ours faster):\n")[1].splitlines()
+    assert tail == ["| ours           |     A |     B |",
+                    "|----------------|------:|------:|",
+                    "| multi_step/b1  | 0.900 | 1.100 |",
+                    "| multi_step/b64 | 0.950 | 0.970 |",
+                    "ours faster in A: 2 of 2 pairs, in B: 1 of 2; 1 pair(s) sglang timed in neither run"]
+    assert "ours vs sglang" not in text.compare_table(compare(a, a), threshold=0.02, alpha=0.01)

@@ -219,3 +219,30 @@ def test_cli_bad_threshold_is_a_clear_error(tmp_path):
     a = _write(tmp_path, _run("A", [_case("x", _noisy(100, 0.005, seed=1))]))
     r = _cli(a, a, "--threshold", "-1")
     assert r.exit_code == 2 and "min_effect_unknown_noise: must be a finite number >= 0, got -1" in r.output
+
+
+def _linked(case, other_id, ratio):
+    from hisparse.results.model import CounterpartLink  # noqa: PLC0415
+
+    return replace(case, counterpart_link=CounterpartLink(other_id, ratio))
+
+
+def test_counterpart_ratios_pair_the_stored_links_of_both_runs():
+    from hisparse.track.compare import PairRatio, counterpart_ratios  # noqa: PLC0415
+
+    a = _run("A", [_linked(_case("ms/b1", [10.0] * 10), "sg/b1", 0.9), _linked(_case("ms/b8", [10.0] * 10), "sg/b8", 1.1),
+                   _linked(_case("ms/b64", [10.0] * 10), "sg/b64", 1.3), _case("sg/b1", [11.0] * 10)])
+    b = _run("B", [_linked(_case("ms/b1", [10.0] * 10), "sg/b1", 0.8), _linked(_case("ms/b8", [10.0] * 10), "sg/b8", None),
+                   _case("ms/b64", [10.0] * 10)])  # B has no sglang counterpart for b64: not a pair
+    assert counterpart_ratios(a, b) == [PairRatio("ms/b1", "sg/b1", 0.9, 0.8), PairRatio("ms/b8", "sg/b8", 1.1, None)]
+    assert counterpart_ratios(a, _run("C", [_case("ms/b1", [10.0] * 10)])) == []
+
+
+def test_cli_compare_prints_ours_vs_sglang_when_both_runs_have_pairs(tmp_path):
+    a = _write(tmp_path, _run("A", [_linked(_case("ms/b1", _noisy(100, 0.005, seed=1)), "sg/b1", 0.9),
+                                    _case("sg/b1", _noisy(111, 0.005, seed=3))]))
+    b = _write(tmp_path, _run("B", [_linked(_case("ms/b1", _noisy(100, 0.005, seed=2)), "sg/b1", 1.05),
+                                    _case("sg/b1", _noisy(95, 0.005, seed=4))]))
+    r = _cli(a, b)
+    assert "| ms/b1 | 0.900 | 1.050 |" in r.output.splitlines()
+    assert "ours faster in A: 1 of 1 pairs, in B: 0 of 1" in r.output
