@@ -299,3 +299,24 @@ def test_asv_replays_a_commit_from_before_the_move(plugin_path, tmp_path):
         assert any(v is not None and not math.isnan(v) for v in values), proc.stdout[-3000:]
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)], capture_output=True)
+
+
+def test_asv_module_imports_no_hisparse_reads_no_environment_and_writes_through_its_caller(tmp_path):
+    # benchmarks/common.py loads asv.py by path, also against old trees: it must stand alone.
+    import ast  # noqa: PLC0415
+
+    tree = ast.parse((REPO / "hisparse" / "track" / "asv.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(m == "hisparse" or m.startswith("hisparse.") for m in imported)
+    attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    os_calls = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                and n.value.id == "os"}
+    assert not attrs & {"environ", "getenv", "write_text", "write_bytes"} and "replace" not in os_calls
+    assert "open" not in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    run = _read(make_run(fake_commit(0), T0, {"multi_step": 100.0, "lru_sequential": 300.0}))
+    written = {}
+    path = ar.convert_run(run, tmp_path, machine="m1", python="/p/python", write=written.__setitem__)
+    assert not any(tmp_path.iterdir())  # nothing written behind the caller's back
+    assert list(written) == [path, tmp_path / "m1" / "machine.json", tmp_path / "benchmarks.json"]
+    assert json.loads(written[path])["commit_hash"] == fake_commit(0)
