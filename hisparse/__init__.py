@@ -2,7 +2,7 @@
 
 The package is six wings with imports running one way (tests/test_architecture.py holds it):
 
-    cli -> render -> track -> results <- bench -> kernels     (all may use env, errors, stats)
+    cli -> render -> track -> results <- bench -> kernels     (all may use env, errors, stats, files, gitutil)
 
 - ``hisparse.kernels``: the kernel library an inference engine could vendor: the tvm-ffi JIT, the
   ops (``swap_single_step``, ``swap_multi_step``, ``copy_planned``, ``gather_floor``), their PyTorch

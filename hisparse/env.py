@@ -7,14 +7,37 @@ Cheap values (paths, flags) are computed at import. Values that need a subproces
 (``CUDA_ARCH``, ``CUDA_HOME``, ``NVCC``, ``NVCC_VERSION``) are computed on first access and then kept
 as module attributes: importing this module never touches a GPU.
 
-Variables:
+Variables (every ``HISPARSE_*`` the package reads; tests/test_env.py holds that none is read elsewhere):
+
+  read at import (override with ``env.X = ...``):
     HISPARSE_CACHE_DIR   JIT cache root (default: <repo>/.cache/hisparse/jit in a source checkout,
                          else ./.cache/hisparse/jit). Kernels live in CACHE_DIR/<arch>/<module_name>/.
     HISPARSE_NO_JIT=1    never compile: load prebuilt .so files from the cache or raise KernelUnavailable.
-    HISPARSE_CUDA_ARCH   target, e.g. "9.0" or "9.0a" (space-separated list allowed). Default: the
-                         capability of GPU 0, else "9.0" so compile-only builds work without a GPU.
     HISPARSE_SGLANG_SRC  an sglang checkout or unpacked wheel whose HiSparse kernels the sglang_*
                          implementations run (hisparse/bench/sglang.py); unset: an installed sglang.
+  read on first access of ``env.CUDA_ARCH`` (``cuda_arch_override()`` reads it at call time):
+    HISPARSE_CUDA_ARCH   target, e.g. "9.0" or "9.0a" (space-separated list allowed). Default: the
+                         capability of GPU 0, else "9.0" so compile-only builds work without a GPU.
+  read at call time by the functions below (tests change them with monkeypatch.setenv):
+    HISPARSE_MACHINE     machine name recorded in run files and asv results (``machine()``; unset:
+                         the host name, hisparse/results/metadata.py).
+    HISPARSE_GIT_COMMIT  the commit a copied tree is (``git_commit_override()``): wins over its git,
+                         which a copy may lack or have stale (hisparse/results/metadata.py git_info).
+    HISPARSE_GIT_DIRTY   0/1 with HISPARSE_GIT_COMMIT: whether that tree had uncommitted changes
+                         (``git_dirty_override()``; anything else: unknown).
+    HISPARSE_WORKTREE_DIR  where `hisparse-bench history` makes its worktrees (``worktree_dir()``;
+                         unset: <repo's git dir>/../.cache/hisparse/worktrees).
+    HISPARSE_ASV_PYTHON  the interpreter named in asv result file names (``asv_python()``; unset:
+                         this interpreter). Keep it fixed per machine: it is part of every file name.
+    HISPARSE_NIGHTLY_MIN_EFFECT  the gate policy's min_effect (``nightly_min_effect()``, a fraction).
+    HISPARSE_INJECT_SLOWDOWN  TEST HOOK of `hisparse-bench gate`: 0.10 multiplies every head sample
+                         by 1.10 before gating (``inject_slowdown()``), so CI can prove the gate fires.
+  read by benchmarks/common.py (the asv suite; outside the package, it must also run against old
+  commits' hisparse, so it reads them itself):
+    HISPARSE_ASV_PATH    os.pathsep list put first on sys.path: the tree under test, then site dirs.
+    HISPARSE_ASV_CONFIG  the sweep config the suite measures (default configs/ci.yaml).
+    HISPARSE_ASV_BACKEND the backend it measures on (default auto).
+  not HISPARSE_*, honoured too:
     CUDA_HOME/CUDA_PATH  honoured when they hold bin/nvcc; otherwise derived from the real nvcc.
 """
 from __future__ import annotations
@@ -73,6 +96,72 @@ SGLANG_SRC: str | None = os.environ.get("HISPARSE_SGLANG_SRC") or None
 CONFIG_DIRS: tuple[Path, ...] = tuple(d for d in ((REPO_ROOT / "configs") if REPO_ROOT else None,
                                                   _PKG_DIR / "configs") if d is not None)
 DEFAULT_CUDA_ARCH = "9.0"  # H20/H100/H200; used when no GPU is visible (compile-only)
+
+
+# ---------------------------------------------------------------------------------------------
+# Variables read at call time: a test's monkeypatch.setenv (or a parent setting them for a child
+# run) must take effect without re-importing this module.
+
+
+def _str(name: str) -> str | None:
+    """The variable's value, None when unset or blank."""
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name) or ""
+    try:
+        return float(raw) if raw.strip() else default
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: expected a number, e.g. 0.005") from None
+
+
+def cuda_arch_override() -> str | None:
+    """HISPARSE_CUDA_ARCH, when set (``CUDA_ARCH`` is it, else the GPU's, else the default)."""
+    return _str("HISPARSE_CUDA_ARCH")
+
+
+def machine() -> str | None:
+    """HISPARSE_MACHINE, when set."""
+    return os.environ.get("HISPARSE_MACHINE") or None
+
+
+# The variables that name a tree's commit from outside: a parent that runs another tree drops them
+# so the child's own git is asked (hisparse/track/history.py).
+GIT_OVERRIDE_VARS = ("HISPARSE_GIT_COMMIT", "HISPARSE_GIT_DIRTY")
+
+
+def git_commit_override() -> str | None:
+    """HISPARSE_GIT_COMMIT, when set."""
+    return os.environ.get("HISPARSE_GIT_COMMIT") or None
+
+
+def git_dirty_override() -> bool | None:
+    """HISPARSE_GIT_DIRTY as a flag: "1" True, "0" False, anything else (or unset) unknown."""
+    value = os.environ.get("HISPARSE_GIT_DIRTY")
+    return (value == "1") if value in ("0", "1") else None
+
+
+def worktree_dir() -> Path | None:
+    """HISPARSE_WORKTREE_DIR, when set."""
+    value = os.environ.get("HISPARSE_WORKTREE_DIR")
+    return Path(value) if value else None
+
+
+def asv_python() -> str | None:
+    """HISPARSE_ASV_PYTHON, when set."""
+    return os.environ.get("HISPARSE_ASV_PYTHON") or None
+
+
+def nightly_min_effect(default: float) -> float:
+    """HISPARSE_NIGHTLY_MIN_EFFECT, else ``default``; ConfigError when it is not a number."""
+    return _float("HISPARSE_NIGHTLY_MIN_EFFECT", default)
+
+
+def inject_slowdown() -> float:
+    """HISPARSE_INJECT_SLOWDOWN (gate test hook), else 0.0; ConfigError when it is not a number."""
+    return _float("HISPARSE_INJECT_SLOWDOWN", 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,7 +244,7 @@ def _nvcc_version(nvcc: Path | None) -> str | None:
 
 
 def _detect_cuda_arch() -> str:
-    env_arch = os.environ.get("HISPARSE_CUDA_ARCH", "").strip()
+    env_arch = cuda_arch_override()
     if env_arch:
         return env_arch
     try:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-import subprocess
 import sys
 import types
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from typing import Any
 
 from hisparse import env
 from hisparse.errors import InputError, KernelUnavailable
+from hisparse.gitutil import git_or_none
 
 PINNED_VERSION = "0.5.23"
 ENTRY_MODULE = "sglang.kernels.ops.kvcache.hisparse"
@@ -113,11 +113,7 @@ def _tree_version(pkg: Path) -> str | None:
 
 
 def _git(pkg: Path, *args: str) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(pkg), *args], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
+    return git_or_none(pkg, *args, timeout=20)
 
 
 def find_source(src: str | Path | None = None) -> SglangSource:

@@ -1,15 +1,16 @@
 """`hisparse-bench dashboard`: a self-contained static site of the per-commit history."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import click
 
 
 def _git_repo(path: str) -> str | None:
-    out = subprocess.run(["git", "-C", path, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    from hisparse.gitutil import git_or_none  # noqa: PLC0415  (lazy, like every command's imports)
+
+    out = git_or_none(path, "rev-parse", "--show-toplevel")
+    return (out.strip() or None) if out is not None else None
 
 
 @click.command("dashboard")

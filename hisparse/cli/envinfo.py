@@ -10,7 +10,6 @@ or run in this environment would use.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -58,7 +57,7 @@ def _environment(cuda: bool) -> dict:
 
 
 def _arch_source(cuda: bool) -> str:
-    if os.environ.get("HISPARSE_CUDA_ARCH", "").strip():
+    if hs_env.cuda_arch_override():
         return "HISPARSE_CUDA_ARCH"
     return "GPU 0" if cuda else f"default {hs_env.DEFAULT_CUDA_ARCH} (no GPU visible)"
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
-from pathlib import Path
 
 import click
 
@@ -26,14 +25,6 @@ _FILE = click.Path(exists=True, dir_okay=False)
 def _fail(ctx: click.Context, message: str) -> None:
     click.echo(f"Error: {message}", err=True)
     ctx.exit(EXIT["usage"])  # not click's exit 1: 1 means a confirmed regression
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name) or ""
-    try:
-        return float(raw) if raw.strip() else default
-    except ValueError:
-        raise ValueError(f"{name}={raw!r}: expected a number, e.g. 0.005") from None
 
 
 @click.group("gate", invoke_without_command=True)
@@ -49,15 +40,17 @@ def gate(ctx: click.Context, base, head, confirm, results, json_out, allow_incom
     """Gate HEAD against BASE under the regression policy (docs/regression.md)."""
     if ctx.invoked_subcommand is not None:
         return
+    from hisparse import env
     from hisparse.errors import HisparseError
+    from hisparse.files import write_atomic
     from hisparse.track import gate as g
     from hisparse.track.policy import DEFAULT_POLICY
 
     if not (base and head):
         _fail(ctx, "--base and --head are required (or a subcommand: baseline, asv)")
     try:
-        inject = _env_float("HISPARSE_INJECT_SLOWDOWN", 0.0)
-        policy = replace(DEFAULT_POLICY, min_effect=_env_float("HISPARSE_NIGHTLY_MIN_EFFECT", DEFAULT_POLICY.min_effect))
+        inject = env.inject_slowdown()
+        policy = replace(DEFAULT_POLICY, min_effect=env.nightly_min_effect(DEFAULT_POLICY.min_effect))
         b, h, c = g.read(base), g.read(head), g.read(confirm) if confirm else None
         g.check_comparable(b, h, allow_incomparable=allow_incomparable)
         noise = g.history_noise(results, h, {h.path.resolve()} | ({c.path.resolve()} if c else set()), policy)
@@ -66,8 +59,8 @@ def gate(ctx: click.Context, base, head, confirm, results, json_out, allow_incom
         _fail(ctx, str(e))
     _print(report, b, h, c, noise_cases=len(noise), inject=inject, min_runs=policy.history_min_runs, verbose=verbose)
     if json_out:
-        Path(json_out).write_text(json.dumps(g.report_json(report, base=base, head=head, confirm=confirm,
-                                                           inject=inject, policy=policy), indent=1))
+        write_atomic(json_out, json.dumps(g.report_json(report, base=base, head=head, confirm=confirm,
+                                                        inject=inject, policy=policy), indent=1))
     status = report.exit_status
     click.echo({"confirmed": f"CONFIRMED regression in {report.count('confirmed')} case(s)",
                 "suspect": f"{report.count('suspect')} case(s) failed the gate once: re-run to confirm",
@@ -99,7 +92,9 @@ def _print(report, b, h, c, *, noise_cases: int, inject: float, min_runs: int, v
 @click.pass_context
 def baseline(ctx: click.Context, results: str, head: str) -> None:
     """Print the baseline run file for HEAD (BASELINE, else the latest run of its series); nothing if none."""
+    from hisparse import env
     from hisparse.errors import HisparseError
+    from hisparse.files import write_atomic
     from hisparse.track import gate as g
 
     try:
@@ -117,7 +112,9 @@ def baseline(ctx: click.Context, results: str, head: str) -> None:
 @click.pass_context
 def asv(ctx: click.Context, results: str, repo: str, runs: tuple[str, ...]) -> None:
     """Write asv results (RESULTS/asv) for the run files."""
+    from hisparse import env
     from hisparse.errors import HisparseError
+    from hisparse.files import write_atomic
     from hisparse.track import gate as g
 
     try:

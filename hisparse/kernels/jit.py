@@ -34,6 +34,7 @@ from typing import Any, Union
 
 from hisparse import env
 from hisparse.errors import BuildError, KernelUnavailable
+from hisparse.files import write_atomic
 
 TemplateValue = Union[int, bool, str]
 
@@ -366,9 +367,7 @@ def _write_stamp(bdir: Path, spec: KernelSpec, name: str, arch: str) -> None:
         "nvcc_version": env.NVCC_VERSION,
         "tvm_ffi_version": tvm_ffi.__version__,
     }
-    tmp = bdir / f".{_STAMP}.{os.getpid()}.{threading.get_ident()}"
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, bdir / _STAMP)
+    write_atomic(bdir / _STAMP, json.dumps(data, indent=1) + "\n")
 
 
 def _compile(spec: KernelSpec, name: str, bdir: Path, arch: str) -> None:

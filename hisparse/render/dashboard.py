@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hisparse import stats
+from hisparse.files import write_atomic
 from hisparse.render.plots import impl_style
 from hisparse.render.text import modes_text
 from hisparse.track.history import CommitPoint, RunFile
@@ -482,7 +483,7 @@ def build_site(history: History, out_dir: str | os.PathLike, *, make_plots: bool
 
     def write(rel: str, text: str) -> None:
         path = out / rel
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)
         site.pages.append(path)
 
     dates = history.dates

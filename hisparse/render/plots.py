@@ -19,6 +19,7 @@ one line style per variant (PDL, hot size, item size); short legend labels; one 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 from collections import defaultdict
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hisparse.files import write_atomic
 from hisparse.results.model import CaseResult, RunRecord
 
 
@@ -237,8 +239,10 @@ def _save(fig, path: Path, title: str) -> Path:
         else:
             fig.legend(handles.values(), handles.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5),
                        frameon=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150, bbox_inches="tight")  # grows the canvas to hold the legend
+    buf = io.BytesIO()  # rendered in memory, then written atomically: a reader never sees half a PNG
+    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", dpi=150,
+                bbox_inches="tight")  # grows the canvas to hold the legend
+    write_atomic(path, buf.getvalue())
     return path
 
 

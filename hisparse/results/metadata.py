@@ -8,7 +8,6 @@ read is None.
 """
 from __future__ import annotations
 
-import os
 import platform
 import socket
 import subprocess
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hisparse import env
+from hisparse.gitutil import git_or_none
 
 
 @dataclass(frozen=True)
@@ -77,20 +77,19 @@ def git_info(root: Path | None = None) -> tuple[str | None, bool | None]:
     a tree to a GPU node knows which commit it is, while the copy may have no .git or, as on our
     device tool, a stale one (the session's first commit under a newer working tree: it would record
     the wrong commit and "dirty")."""
-    given = os.environ.get("HISPARSE_GIT_COMMIT")
+    given = env.git_commit_override()
     if given:
-        dirty = os.environ.get("HISPARSE_GIT_DIRTY")
-        return given, (dirty == "1") if dirty in ("0", "1") else None
+        return given, env.git_dirty_override()
     root = root or env.REPO_ROOT
-    commit = _run(["git", "rev-parse", "HEAD"], cwd=root) if root is not None else None
+    commit = git_or_none(root, "rev-parse", "HEAD", timeout=20) if root is not None else None
     if commit is None:
         return None, None
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
-    return commit, (bool(status) if status is not None else None)
+    status = git_or_none(root, "status", "--porcelain", "--untracked-files=no", timeout=20)
+    return commit.strip(), (bool(status.strip()) if status is not None else None)
 
 
 def machine_name() -> str:
-    return os.environ.get("HISPARSE_MACHINE") or socket.gethostname()
+    return env.machine() or socket.gethostname()
 
 
 def _tvm_ffi_version() -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from functools import cached_property, partial
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hisparse import stats
+from hisparse.files import write_json_atomic
 from hisparse.results import metadata
 from hisparse.errors import ResultFormatError
 
@@ -670,29 +670,8 @@ def load_run(path: str | os.PathLike) -> RunRecord:
 # Writing.
 
 
-def write_json_atomic(path: str | os.PathLike, data: dict) -> Path:
-    """Write ``data`` to ``path`` via a temp file in the same directory + fsync + os.replace, so a
-    reader (or a crash) sees either the old file or the new one, never a torn one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
-
-
 def write_run(record: RunRecord, path: str | os.PathLike) -> Path:
+    """Write ``record`` atomically (hisparse/files.py): a reader never sees a torn run file."""
     return write_json_atomic(path, record.to_dict())
 
 

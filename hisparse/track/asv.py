@@ -13,7 +13,9 @@ have written for the suite in ``benchmarks/``:
 ``asv publish`` / ``asv compare`` then read them like any other result. The naming below (class
 per implementation, ``gpu_time_swap``, the parameter axes and ``SUITE_VERSION``) is the one
 definition shared with ``benchmarks/bench_swap.py``, which loads this file by path: keep this module
-free of hisparse imports at module level so any historical commit's suite can use it.
+free of hisparse imports so any historical commit's suite can use it. So it reads no environment
+variable (its callers pass ``machine`` and ``python``, from hisparse/env.py) and writes no file itself:
+``convert_run`` hands each file's text to the ``write`` its caller gives (hisparse.files.write_atomic).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -147,9 +149,9 @@ def env_name(python: str | os.PathLike | None = None) -> str:
     """asv's name of ``-E existing:<python>``: ``existing-py_`` + the absolute path with / -> _.
 
     The interpreter path is part of every result file name (docs/semantics.md §H3): keep it fixed per
-    machine (HISPARSE_ASV_PYTHON, default this interpreter).
+    machine (callers pass HISPARSE_ASV_PYTHON, ``hisparse.env.asv_python()``; default this interpreter).
     """
-    python = os.path.abspath(str(python or os.environ.get("HISPARSE_ASV_PYTHON") or sys.executable))
+    python = os.path.abspath(str(python or sys.executable))
     name = "existing-py" + python.replace(os.path.sep, "_")
     return re.sub('[<>:"/\\\\^|?*\x00-\x1f]', "_", name)  # asv.util.sanitize_filename
 
@@ -264,15 +266,10 @@ def results_document(run: Mapping, *, machine: str, env: str, commit_date_ms: in
     }
 
 
-def _write_json(path: Path, data, *, compact: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        if compact:
-            json.dump(data, f)
-        else:
-            json.dump(data, f, indent=4, sort_keys=True)
-    os.replace(tmp, path)
+def _json_text(data, *, compact: bool) -> str:
+    # asv's own layout: result files on one line, benchmarks.json and machine.json indented and sorted.
+    # NaN stays (asv's "skipped"): asv reads its JSON with Python's json, which accepts it.
+    return json.dumps(data) if compact else json.dumps(data, indent=4, sort_keys=True)
 
 
 def _merge_values(old: list[str], new: list[str]) -> list[str]:
@@ -283,8 +280,8 @@ def _merge_values(old: list[str], new: list[str]) -> list[str]:
     return sorted(values, key=lambda s: _sort_key(values[s]))
 
 
-def update_benchmarks_json(results_dir: Path, layout: Mapping[str, SuiteClass]) -> Path:
-    """Add (or widen) this layout's entries in ``<results_dir>/benchmarks.json``.
+def benchmarks_json(results_dir: Path, layout: Mapping[str, SuiteClass]) -> tuple[Path, str]:
+    """``<results_dir>/benchmarks.json`` with this layout's entries added (or widened): (path, text).
 
     Existing entries keep their grid points: the axes' values become the union, so results of older
     runs (other grids) still line up (asv matches results to params by value).
@@ -299,32 +296,33 @@ def update_benchmarks_json(results_dir: Path, layout: Mapping[str, SuiteClass]) 
             entry = {**old, "params": [_merge_values(o, n) for o, n in zip(old["params"], entry["params"])]}
         data[name] = entry
     data["version"] = BENCHMARKS_API_VERSION
-    _write_json(path, data, compact=False)
-    return path
+    return path, _json_text(data, compact=False)
 
 
-def write_machine_json(results_dir: Path, machine: str, info: Mapping) -> Path:
+def machine_json(results_dir: Path, machine: str, info: Mapping) -> tuple[Path, str]:
+    """``<results_dir>/<machine>/machine.json`` with ``info`` merged in: (path, text)."""
     path = Path(results_dir) / machine / "machine.json"
     old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     data = {**{k: v for k, v in old.items() if k != "version"}, **{k: v for k, v in info.items() if v}}
     data["machine"] = machine
     data["version"] = MACHINE_API_VERSION
-    _write_json(path, data, compact=False)
-    return path
+    return path, _json_text(data, compact=False)
 
 
-def convert_run(run: Mapping, results_dir: str | os.PathLike, *, machine: str | None = None,
-                python: str | None = None, commit_date_ms: int | None = None) -> Path:
-    """Write one hisparse run as asv results under ``results_dir``; returns the path. ``run``: the
-    run as the results reader gives it (``RunRecord.to_dict()``, schema RUN_SCHEMA_VERSION).
+def run_files(run: Mapping, results_dir: str | os.PathLike, *, machine: str | None = None,
+              python: str | None = None, commit_date_ms: int | None = None) -> dict[Path, str]:
+    """The asv files of one hisparse run under ``results_dir``, path -> text, the result file first
+    (existing files are read to merge into, nothing is written). ``run``: the run as the results
+    reader gives it (``RunRecord.to_dict()``, schema RUN_SCHEMA_VERSION).
 
-    ``machine``: HISPARSE_MACHINE, else the run's ``environment.machine``. ``commit_date_ms``: the
+    ``machine``: the caller's (HISPARSE_MACHINE, say), else the run's ``environment.machine``.
+    ``python``: the interpreter named in the file name (``env_name``). ``commit_date_ms``: the
     commit's date as a JavaScript timestamp (asv orders graphs by it); default the run's start.
     Raises ValueError when the run has no commit (asv files are named by it) or no machine.
     """
     _check_schema(run)
     env_block = run.get("environment") or {}
-    machine = machine or os.environ.get("HISPARSE_MACHINE") or env_block.get("machine")
+    machine = machine or env_block.get("machine")
     commit = env_block.get("git_commit")
     if not machine:
         raise ValueError("convert_run: no machine name (set HISPARSE_MACHINE or environment.machine)")
@@ -339,7 +337,17 @@ def convert_run(run: Mapping, results_dir: str | os.PathLike, *, machine: str | 
         old = json.loads(path.read_text(encoding="utf-8"))
         if old.get("result_columns") == ASV_RESULT_COLUMNS and old.get("commit_hash") == commit:
             doc["results"] = {**old.get("results", {}), **doc["results"]}
-    _write_json(path, doc, compact=True)
-    write_machine_json(results_dir, machine, machine_info(run, machine))
-    update_benchmarks_json(results_dir, layout)
-    return path
+    files = {path: _json_text(doc, compact=True)}
+    files.update([machine_json(results_dir, machine, machine_info(run, machine)), benchmarks_json(results_dir, layout)])
+    return files
+
+
+def convert_run(run: Mapping, results_dir: str | os.PathLike, *, write: Callable[[Path, str], object],
+                machine: str | None = None, python: str | None = None, commit_date_ms: int | None = None) -> Path:
+    """Write one hisparse run as asv results (``run_files``) through ``write(path, text)``; returns the
+    result file's path. ``write`` is the caller's (hisparse.files.write_atomic): this module imports
+    nothing of hisparse (module doc)."""
+    files = run_files(run, results_dir, machine=machine, python=python, commit_date_ms=commit_date_ms)
+    for path, text in files.items():
+        write(path, text)
+    return next(iter(files))

@@ -168,6 +168,8 @@ def report_json(report: GateReport, *, base: str, head: str, confirm: str | None
 
 def write_asv(results: str | Path, paths: list[str], repo: str | Path) -> list[str]:
     """Convert run files into asv results under ``<results>/asv``; one message per file."""
+    from hisparse import env
+    from hisparse.files import write_atomic
     from hisparse.track.asv import convert_run
     from hisparse.track.history import commit_dates
 
@@ -177,7 +179,7 @@ def write_asv(results: str | Path, paths: list[str], repo: str | Path) -> list[s
         date = commit_dates(repo, [run.commit]).get(run.commit) if run.commit else None
         try:
             written = convert_run(run.record.to_dict(), Path(results) / "asv", machine=run.machine,
-                                  commit_date_ms=int(date.timestamp() * 1000) if date else None)
+                                  python=env.asv_python(), write=write_atomic, commit_date_ms=int(date.timestamp() * 1000) if date else None)
         except ValueError as e:
             out.append(f"asv: {path}: skipped ({e})")
             continue

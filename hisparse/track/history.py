@@ -27,6 +27,9 @@ from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
 
+from hisparse import env
+from hisparse.files import write_atomic
+from hisparse.gitutil import git, git_or_none
 from hisparse.results import metadata
 from hisparse.errors import HisparseError, ResultFormatError
 from hisparse.results.model import RunRecord, load_run, write_run
@@ -124,30 +127,21 @@ def scan_runs(results_dir: str | os.PathLike, *,
     return runs, skipped
 
 
-def git(repo: str | os.PathLike, *args: str, check: bool = True) -> str:
-    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if check and out.returncode != 0:
-        raise HisparseError(f"git {' '.join(args)} failed in {repo}: {out.stderr.strip()}")
-    return out.stdout
-
-
 def commit_dates(repo: str | os.PathLike | None, commits: Iterable[str]) -> dict[str, datetime]:
     """Committer dates of the commits git knows in ``repo`` (others are left out)."""
     commits = sorted({c for c in commits if c and re.fullmatch(r"[0-9a-fA-F]{4,40}", c)})
     if repo is None or not commits or shutil.which("git") is None:
         return {}
-    out = subprocess.run(["git", "-C", str(repo), "show", "-s", "--format=%H %ct", *commits],
-                         capture_output=True, text=True)
-    if out.returncode != 0:  # an unknown commit fails the batch: ask one by one
+    out = git_or_none(repo, "show", "-s", "--format=%H %ct", *commits)
+    if out is None:  # an unknown commit fails the batch: ask one by one
         dates = {}
         for c in commits:
-            one = subprocess.run(["git", "-C", str(repo), "show", "-s", "--format=%H %ct", c],
-                                 capture_output=True, text=True)
-            if one.returncode == 0 and one.stdout.split():
-                dates[c] = datetime.fromtimestamp(int(one.stdout.split()[1]), timezone.utc)
+            one = git_or_none(repo, "show", "-s", "--format=%H %ct", c)
+            if one is not None and one.split():
+                dates[c] = datetime.fromtimestamp(int(one.split()[1]), timezone.utc)
         return dates
     full = {}
-    for line in out.stdout.splitlines():
+    for line in out.splitlines():
         parts = line.split()
         if len(parts) == 2:
             full[parts[0]] = datetime.fromtimestamp(int(parts[1]), timezone.utc)
@@ -296,9 +290,9 @@ class CommitOutcome:
 
 
 def default_worktree_root(repo: str | os.PathLike) -> Path:
-    root = os.environ.get("HISPARSE_WORKTREE_DIR")
-    if root:
-        return Path(root)
+    root = env.worktree_dir()
+    if root is not None:
+        return root
     common = Path(git(repo, "rev-parse", "--git-common-dir").strip())
     common = common if common.is_absolute() else Path(repo) / common
     return common.resolve().parent / ".cache" / "hisparse" / "worktrees"
@@ -326,13 +320,13 @@ def measure_commit(repo: str | os.PathLike, commit: str, *, results_dir: str | o
         except HarnessUnavailable as e:
             return CommitOutcome(commit, "skipped", str(e))
         # The tree's own git says which commit it is: an inherited HISPARSE_GIT_COMMIT would override it.
-        inherited = {k: v for k, v in os.environ.items() if k not in ("HISPARSE_GIT_COMMIT", "HISPARSE_GIT_DIRTY")}
-        env = {**inherited, "HISPARSE_MACHINE": machine,
-               "PYTHONPATH": os.pathsep.join([str(tree)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+        inherited = {k: v for k, v in os.environ.items() if k not in env.GIT_OVERRIDE_VARS}
+        child_env = {**inherited, "HISPARSE_MACHINE": machine,
+                     "PYTHONPATH": os.pathsep.join([str(tree)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
         with tempfile.TemporaryDirectory(prefix="hisparse-history-") as tmp:
             out_dir = Path(tmp)
             try:
-                runner(tree, out_dir, config, env)
+                runner(tree, out_dir, config, child_env)
             except HarnessUnavailable as e:
                 return CommitOutcome(commit, "skipped", str(e))
             except (HisparseError, OSError, subprocess.SubprocessError) as e:
@@ -376,6 +370,7 @@ def _record(out_dir: Path, commit: str, results_dir: Path, machine: str, repo: P
 
             date = commit_dates(repo, [commit]).get(commit)
             asv_files.append(convert_run(record.to_dict(), results_dir / "asv", machine=machine,
+                                         python=env.asv_python(), write=write_atomic,
                                          commit_date_ms=int(date.timestamp() * 1000) if date else None))
     return CommitOutcome(commit, "measured", None, tuple(run_files), tuple(asv_files))
 

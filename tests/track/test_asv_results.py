@@ -18,6 +18,7 @@ import pytest
 
 from _regression_data import CASES, T0, fake_commit, make_run
 from hisparse.results.model import run_from_dict
+from hisparse.files import write_atomic
 from hisparse.track import asv as ar
 
 asv_results_mod = pytest.importorskip("asv.results")
@@ -26,6 +27,11 @@ json5 = pytest.importorskip("json5")
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 ASV = [PY, "-m", "asv"]
+
+
+def _convert(run, results_dir, **kw):
+    # asv.py writes nothing itself (it imports nothing of hisparse): its callers hand it the writer.
+    return ar.convert_run(run, results_dir, write=write_atomic, **kw)
 
 
 def _read(run: dict) -> dict:
@@ -46,7 +52,7 @@ def converted(tmp_path):
         run = make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": level, "lru_sequential": 300.0},
                        seed=i, failed=("lru_sequential",) if i == 1 else ())
         runs.append(run)
-        ar.convert_run(_read(run), results, machine="h200-sxm", python="/opt/py/bin/python3", commit_date_ms=_ms(i))
+        _convert(_read(run), results, machine="h200-sxm", python="/opt/py/bin/python3", commit_date_ms=_ms(i))
     return tmp_path, results, runs
 
 
@@ -92,7 +98,7 @@ def test_pruned_grid_points_are_nan(tmp_path):
     extra["params"]["pdl"] = False
     extra["case_id"] = "multi_step/distinct/b64/pdl0"
     run["cases"].append(extra)
-    path = ar.convert_run(_read(run), tmp_path, machine="m1", python="/p/python")
+    path = _convert(_read(run), tmp_path, machine="m1", python="/p/python")
     res = asv_results_mod.Results.load(str(path))
     name = "bench_swap.MultiStep.gpu_time_swap"
     values = res.get_result_value(name, res.get_result_params(name))
@@ -116,11 +122,11 @@ def test_asv_compare_reads_converted_results(converted):
 
 def test_converting_twice_merges_and_widens(tmp_path):
     a = make_run(fake_commit(0), T0, {"multi_step": 100.0, "lru_sequential": 300.0})
-    ar.convert_run(_read(a), tmp_path, machine="m1", python="/p/python")
+    _convert(_read(a), tmp_path, machine="m1", python="/p/python")
     b = json.loads(json.dumps(a))
     for c in b["cases"]:
         c["params"]["batch"] = 64
-    ar.convert_run(_read(b), tmp_path, machine="m1", python="/p/python")
+    _convert(_read(b), tmp_path, machine="m1", python="/p/python")
     bench = json.loads((tmp_path / "benchmarks.json").read_text())
     assert bench["bench_swap.MultiStep.gpu_time_swap"]["params"][1] == ["8", "64"]
     assert bench["version"] == 2
@@ -130,14 +136,14 @@ def test_convert_refuses_a_run_without_commit(tmp_path):
     run = make_run(fake_commit(0), T0, {"multi_step": 1.0, "lru_sequential": 1.0})
     run["environment"]["git_commit"] = None
     with pytest.raises(ValueError, match="git commit"):
-        ar.convert_run(_read(run), tmp_path, machine="m1")
+        _convert(_read(run), tmp_path, machine="m1")
 
 
 def test_convert_refuses_a_dict_not_from_the_results_reader(tmp_path):
     """A raw v1 file's dict (samples beside no runs) would convert to empty results: refused instead."""
     run = make_run(fake_commit(0), T0, {"multi_step": 1.0, "lru_sequential": 1.0})
     with pytest.raises(ValueError, match="schema_version 2"):
-        ar.convert_run(run, tmp_path, machine="m1")
+        _convert(run, tmp_path, machine="m1")
     assert not any(tmp_path.iterdir())
 
 
@@ -146,7 +152,7 @@ def test_samples_are_every_runs_pooled(tmp_path):
     case = run["cases"][0]
     case["runs"] = [{**case["runs"][0], "samples_us": [100.0] * 10},
                     {**case["runs"][0], "process": 1, "samples_us": [110.0] * 10}]
-    res = asv_results_mod.Results.load(str(ar.convert_run(run, tmp_path, machine="m1", python="/p/python")))
+    res = asv_results_mod.Results.load(str(_convert(run, tmp_path, machine="m1", python="/p/python")))
     name = ar.benchmark_name(case["params"]["implementation"])
     (samples,) = res.get_result_samples(name, res.get_result_params(name))
     assert samples == pytest.approx([100e-6] * 10 + [110e-6] * 10)
@@ -293,3 +299,24 @@ def test_asv_replays_a_commit_from_before_the_move(plugin_path, tmp_path):
         assert any(v is not None and not math.isnan(v) for v in values), proc.stdout[-3000:]
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)], capture_output=True)
+
+
+def test_asv_module_imports_no_hisparse_reads_no_environment_and_writes_through_its_caller(tmp_path):
+    # benchmarks/common.py loads asv.py by path, also against old trees: it must stand alone.
+    import ast  # noqa: PLC0415
+
+    tree = ast.parse((REPO / "hisparse" / "track" / "asv.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(m == "hisparse" or m.startswith("hisparse.") for m in imported)
+    attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    os_calls = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                and n.value.id == "os"}
+    assert not attrs & {"environ", "getenv", "write_text", "write_bytes"} and "replace" not in os_calls
+    assert "open" not in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    run = _read(make_run(fake_commit(0), T0, {"multi_step": 100.0, "lru_sequential": 300.0}))
+    written = {}
+    path = ar.convert_run(run, tmp_path, machine="m1", python="/p/python", write=written.__setitem__)
+    assert not any(tmp_path.iterdir())  # nothing written behind the caller's back
+    assert list(written) == [path, tmp_path / "m1" / "machine.json", tmp_path / "benchmarks.json"]
+    assert json.loads(written[path])["commit_hash"] == fake_commit(0)
