@@ -142,10 +142,16 @@ def test_every_committed_run_file_loads():
     assert len([p for p in paths if p.parent == RESULTS / "runs"]) >= 16
     assert any("stability" in p.parts for p in paths) and any("processes" in p.parts for p in paths)
     for path in paths:
-        raw = json.loads(path.read_text())["cases"]
+        data = json.loads(path.read_text())
+        raw = data["cases"]
         run = load_run(path)
         assert len(run.cases) == len(raw), path
         for c, stored in zip(run.cases, raw):
+            if data["schema_version"] >= 2:  # samples live in the runs, in order; nothing stored twice
+                runs = stored.get("runs") or []
+                assert list(c.samples_us) == [s for r in runs for s in r["samples_us"]], (path, c.case_id)
+                assert [len(r.samples_us) for r in c.runs] == [len(r["samples_us"]) for r in runs], (path, c.case_id)
+                continue
             assert list(c.samples_us) == (stored.get("samples_us") or []), (path, c.case_id)
             if stored.get("stats"):
                 assert c.median_us == stored["stats"]["median_us"], (path, c.case_id)
