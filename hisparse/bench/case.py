@@ -23,7 +23,7 @@ MULTI_STEP_IMPLEMENTATIONS = tuple(i.name for i in implementations.TABLE if i.mu
 PLANNED_IMPLEMENTATIONS = tuple(i.name for i in implementations.TABLE if i.planned)
 LRU_IMPLEMENTATIONS = tuple(i.name for i in implementations.TABLE if not i.multi_step)
 BASELINE_OF = {i.name: i.baseline for i in implementations.TABLE if i.baseline}
-WORKLOADS = ("upstream", "distinct", "trace")
+WORKLOADS = ("serving", "upstream", "distinct", "trace")
 
 DEFAULT_SHARED_LAYERS = 3
 PAGE_SIZE = 64  # extra-page slots after the hot buffer (upstream spec tests and benchmark)
@@ -35,6 +35,21 @@ UPSTREAM_MISSES_PER_STEP = 196
 UPSTREAM_ADVANCE = 800
 UPSTREAM_ROLL = 137
 UPSTREAM_SEQ_LEN = 1_048_576
+
+# `serving` defaults (hisparse/bench/workload.py builds it). Sources:
+# - miss rate 196/2048 per step: upstream's benchmark (docs/semantics.md §5.1: 196 fresh of 2048 per
+#   step, 782 unique misses over 4 steps; the serving model draws 4 x 196 = 784 distinct ones on average);
+# - step overlap 1715/2048: upstream's benchmark, consecutive steps of one call share 1715 of 2048
+#   entries (its hits are roll(arange(4096), 137*s)[:1852], 1852 - 137 = 1715);
+# - recent re-reference 0.5: no published figure (the `trace` model's default);
+# - contexts 16k-128k tokens: DeepSeek-V3.2's 128k context window, long-context serving from 16k (issue 13);
+# - the pinned host pool at most 12 GiB (batch x context_max x item): what the H200 node pins comfortably
+#   next to the device buffers (issue 13 measured 3 and 12 GiB pools).
+SERVING_MISS_RATE = UPSTREAM_MISSES_PER_STEP / UPSTREAM_TOP_K
+SERVING_STEP_OVERLAP = 1715 / UPSTREAM_TOP_K
+SERVING_CONTEXT_MIN = 16_384
+SERVING_CONTEXT_MAX = 131_072
+SERVING_MAX_POOL_BYTES = 12 << 30
 
 
 class PatternGeometry(NamedTuple):
@@ -179,6 +194,14 @@ AXIS_SPECS: dict[str, ParamSpec] = {
 AXES = tuple(AXIS_SPECS)
 
 WORKLOAD_PARAMS: dict[str, dict[str, ParamSpec]] = {
+    "serving": {
+        "context_min": ParamSpec(int, SERVING_CONTEXT_MIN, lo=64, hi=1 << 24),  # tokens, per request uniform
+        "context_max": ParamSpec(int, SERVING_CONTEXT_MAX, lo=64, hi=1 << 24),  # in [min, max] (page multiples)
+        "miss_rate": ParamSpec(float, SERVING_MISS_RATE, lo=0.0, hi=1.0),  # per-step fraction of fresh tokens
+        "step_overlap": ParamSpec(float, SERVING_STEP_OVERLAP, lo=0.0, hi=1.0),  # shared with the previous step
+        "recent_reuse": ParamSpec(float, 0.5, lo=0.0, hi=1.0),  # rest: re-referenced from recent calls vs older
+        "positions": ParamSpec(str, "scattered", choices=("scattered", "consecutive")),  # of the top-k in the context
+    },
     "upstream": {},
     "distinct": {},
     "trace": {
@@ -476,6 +499,8 @@ def prune_reason(params: Mapping[str, Any], timing: TimingSettings | None = None
         why = ("its hits are drawn from the first 2*top_k tokens" if workload == "distinct"
                else "the resident set must hold more than the previous step")
         return f"{workload} needs hot_buffer_size >= 2*top_k = {2 * k} ({why}), got {h}"
+    if workload == "serving":
+        return _serving_prune_reason(wp, params, s, k, h)
     if workload == "trace":
         rate, overlap = float(wp.get("miss_rate", 0.0)), float(wp.get("step_overlap", 0.0))
         if rate + overlap > 1.0 + 1e-9:
@@ -483,9 +508,35 @@ def prune_reason(params: Mapping[str, Any], timing: TimingSettings | None = None
     return None
 
 
+def _serving_prune_reason(wp: Mapping[str, Any], params: Mapping[str, Any], s: int, k: int, h: int) -> str | None:
+    spec = WORKLOAD_PARAMS["serving"]
+    get = {name: wp.get(name, p.default) for name, p in spec.items()}
+    lo, hi = int(get["context_min"]), int(get["context_max"])
+    if lo > hi:
+        return f"serving needs context_min <= context_max, got {lo} > {hi}"
+    if lo < h + s * k + PAGE_SIZE:
+        # one call's fresh tokens (at most steps*top_k) must fit in the part of the context outside the
+        # initial hot set, so no two of them share a host row
+        return (f"serving needs context_min >= hot_buffer_size + steps*top_k + {PAGE_SIZE} = "
+                f"{h + s * k + PAGE_SIZE}, got {lo}")
+    rate, overlap = float(get["miss_rate"]), float(get["step_overlap"])
+    if rate + overlap > 1.0 + 1e-9:
+        return f"serving needs miss_rate + step_overlap <= 1, got {rate} + {overlap}"
+    pool = int(params["batch"]) * serving_region_rows(hi) * int(params["item_size_bytes"])
+    if pool > SERVING_MAX_POOL_BYTES:
+        return (f"serving: host pool batch*context_max*item = {pool / 2**30:.1f} GiB > "
+                f"{SERVING_MAX_POOL_BYTES >> 30} GiB of pinned memory (a smaller context_max or batch)")
+    return None
+
+
+def serving_region_rows(context: int) -> int:
+    """Host rows of one request's region: its context rounded up to whole pages (a page allocator's unit)."""
+    return -(-context // PAGE_SIZE) * PAGE_SIZE
+
+
 __all__ = [
     "AXES", "AXIS_SPECS", "BASELINE_OF", "DEFAULT_IMPLEMENTATIONS", "IMPLEMENTATIONS", "LRU_IMPLEMENTATIONS", "MULTI_STEP_IMPLEMENTATIONS",
     "PLANNED_IMPLEMENTATIONS", "WORKLOADS", "WORKLOAD_PARAMS",
     "Case", "ParamSpec", "PatternGeometry", "Pruned", "TimingSettings", "format_case_id", "pattern_geometry",
-    "prune_reason",
+    "prune_reason", "serving_region_rows",
 ]

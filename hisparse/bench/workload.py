@@ -26,6 +26,17 @@ empty, sequence length 1,048,576 so every request takes the long path):
   request has its own host row ("contiguous": ``rid*span + t``; "scattered": a seeded permutation of
   all rows), since a re-referenced token the kernel evicted is read again.
 
+- ``serving``: what a decode batch of long-context requests asks of the host pool. Per request a
+  context of ``context_min..context_max`` tokens (seeded, uniform, whole pages); its KV rows sit in
+  the pool as a token/page allocator lays them out: request r owns one region of rows (its context in
+  token order, rounded up to a page), the regions back to back in request order, so the pool is
+  batch x mean context rows (2.7 GB of 576 B rows at batch 64 with the 16k-128k default). The top-k
+  sequence is the `trace` model (miss_rate, step_overlap, recent_reuse = its locality; defaults from
+  upstream's benchmark, see case.py), and each trace token sits at a position of the context: a
+  seeded permutation of the request's positions (``positions: scattered``, what top-k over a long
+  context gives) or token order (``consecutive``). Trace tokens past the context wrap onto positions
+  HOT.. again (an evicted token read again); case.py's prune keeps one call's fresh tokens apart.
+
 Host row r holds int64 words ``r * 1_000_003 + w`` (bytes of that for item sizes not a multiple of
 8); device rows are seeded from the same formula. Seeds come from the data-defining parameters only
 (not the implementation or PDL), so every implementation sees the same data.
@@ -39,7 +50,7 @@ from typing import Any
 
 import torch
 
-from hisparse.bench.case import PAGE_SIZE, UPSTREAM_SEQ_LEN, Case, pattern_geometry
+from hisparse.bench.case import PAGE_SIZE, UPSTREAM_SEQ_LEN, Case, pattern_geometry, serving_region_rows
 from hisparse.errors import ConfigError
 from hisparse.bench.host_cache import HostCachePool, kv_shape
 from hisparse.kernels.state import MultiStepState, multi_step_sizes, new_multi_step_state
@@ -126,6 +137,7 @@ class WorkloadStats:
     overlap: torch.Tensor  # int64 [calls, bs, S]: entries also in the previous step (step 0: previous call's last)
     host_rows_read: torch.Tensor  # int64 [calls]: distinct host rows of the fresh tokens, all requests
     host_row_reads: torch.Tensor  # int64 [calls]: fresh-token host reads summed over requests
+    consecutive_rows: torch.Tensor | None = None  # int64 [calls]: sorted per request, rows r with r-1 also read
 
     @property
     def calls(self) -> int:
@@ -158,10 +170,20 @@ class WorkloadStats:
         reads = float(self.host_row_reads.sum())
         return 1.0 - float(self.host_rows_read.sum()) / reads if reads else 0.0
 
+    @property
+    def consecutive_row_fraction(self) -> float:
+        """Share of a request's fresh host rows whose predecessor row the same request reads in the same
+        call: ~1 for consecutive misses (`distinct`), ~0 for misses scattered over a region."""
+        reads = float(self.host_row_reads.sum())
+        if self.consecutive_rows is None or not reads:
+            return 0.0
+        return float(self.consecutive_rows.sum()) / reads
+
     def to_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "fresh_per_step": list(self.fresh_per_step), "miss_rate": self.miss_rate,
                 "step_overlap": self.step_overlap, "unique_misses_per_call": self.unique_misses_per_call,
-                "bytes_per_call": self.bytes_per_call, "shared_row_fraction": self.shared_row_fraction}
+                "bytes_per_call": self.bytes_per_call, "shared_row_fraction": self.shared_row_fraction,
+                "consecutive_row_fraction": self.consecutive_row_fraction}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,10 +299,14 @@ class Workload:
         st = sequence_stats(tokens.to(self.device), c.hot_buffer_size, span)
         locs = self.buffers.host_cache_locs.cpu()
         rows_read, row_reads = torch.zeros(n, dtype=torch.int64), torch.zeros(n, dtype=torch.int64)
+        consecutive = torch.zeros(n, dtype=torch.int64)
         for call in range(n):
-            rows = torch.cat([locs[rid, t] for rid, t in enumerate(self.fresh_tokens(call))])
+            per_req = [locs[rid, t].sort().values for rid, t in enumerate(self.fresh_tokens(call))]
+            rows = torch.cat(per_req)
             rows_read[call], row_reads[call] = torch.unique(rows).numel(), rows.numel()
-        return WorkloadStats(c.item_size_bytes, c.top_k, st.fresh, st.unique_fresh, st.overlap, rows_read, row_reads)
+            consecutive[call] = sum(int((r[1:] - r[:-1] == 1).sum()) for r in per_req)
+        return WorkloadStats(c.item_size_bytes, c.top_k, st.fresh, st.unique_fresh, st.overlap, rows_read, row_reads,
+                             consecutive)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,6 +368,35 @@ def _fill_host(dst: torch.Tensor, rows: torch.Tensor, item_size_bytes: int, devi
 HOST_POOL = HostCachePool(_fill_host)
 
 
+def serving_contexts(case: Case, seed: int) -> torch.Tensor:
+    """Per request, its context length in tokens (CPU int64 [bs]): uniform in [context_min, context_max]
+    in whole pages (both ends rounded to pages), from the case's seed."""
+    p = case.workload_params_dict
+    lo, hi = serving_region_rows(p["context_min"]) // PAGE_SIZE, serving_region_rows(p["context_max"]) // PAGE_SIZE
+    gen = torch.Generator().manual_seed(seed ^ 0xC0417E47)
+    return torch.randint(lo, hi + 1, (case.batch,), generator=gen) * PAGE_SIZE
+
+
+def _serving_layout(case: Case, seed: int, dev: torch.device) -> tuple[Any, torch.Tensor, int]:
+    """(trace, host_cache_locs [bs, span] on dev, pool rows) of a `serving` case (module docstring)."""
+    p = case.workload_params_dict
+    bs, hot = case.batch, case.hot_buffer_size
+    tr = generate(TraceParams(bs, case.steps, case.top_k, hot, case.timing.max_calls_per_reset, p["miss_rate"],
+                              p["step_overlap"], p["recent_reuse"]), seed, device=dev)
+    contexts = serving_contexts(case, seed)
+    base = torch.cumsum(contexts, 0) - contexts  # region r starts where region r-1 ends
+    t = torch.arange(tr.span, dtype=torch.int64)
+    gen = torch.Generator().manual_seed(seed ^ 0x5DEECE66D)
+    locs = torch.empty(bs, tr.span, dtype=torch.int64)
+    for r, ctx in enumerate(contexts.tolist()):
+        # Token t is position t of the context (wrapping past its end onto HOT..), then that position's
+        # row: a permutation of the context ("scattered") or token order.
+        slot = torch.where(t < ctx, t, hot + (t - hot) % (ctx - hot))
+        order = torch.randperm(ctx, generator=gen) if p["positions"] == "scattered" else torch.arange(ctx)
+        locs[r] = base[r] + order[slot]
+    return tr, locs.to(dev), int(contexts.sum())
+
+
 def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: int = 0) -> Workload:
     """Build every tensor of ``case`` on ``device``. The host cache is a view of the process-wide
     pinned pool (hisparse/bench/host_cache.py), starting ``host_offset_rows`` rows in (timing rounds after the
@@ -371,6 +426,13 @@ def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: i
         top_k = initial.to(dev).contiguous().clone()
         schedule: Any = _ShiftSchedule(top_k, top_k.clone(), g.misses_per_step, g.advance)
         seq_len = SEQ_LEN if case.workload == "upstream" else max(SEQ_LEN, span + page + 1)
+    elif case.workload == "serving":
+        tr, host_locs, host_rows = _serving_layout(case, seed, dev)
+        span = tr.span
+        fresh_start, fresh_count = tr.fresh_start, tr.fresh_count
+        top_k = tr.tokens[0].clone()
+        schedule = _TraceSchedule(top_k, tr.tokens)
+        seq_len = max(SEQ_LEN, span + page + 1)
     elif case.workload == "trace":
         p = case.workload_params_dict
         tr = generate(TraceParams(bs, S, K, hot, cap, p["miss_rate"], p["step_overlap"], p["locality"]),
@@ -424,4 +486,4 @@ def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: i
 
 
 __all__ = ["HOST_POOL", "SEQ_LEN", "TOKEN_SCALE", "SwapBuffers", "Workload", "WorkloadStats", "data_seed", "fill_pattern",
-           "make_workload", "upstream_step_tokens"]
+           "make_workload", "serving_contexts", "upstream_step_tokens"]

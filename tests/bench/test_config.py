@@ -360,7 +360,7 @@ def test_unknown_implementation_and_workload(tmp_path):
                    "allowed: lru_sequential, multi_step, multi_step_planned, lru_sequential_planned, "
                    "sglang_lru_sequential, sglang_multi_step, sglang_multi_step_planned")
     msg, p = config_error(tmp_path, "workloads: {zipf: {}}\n")
-    assert msg == f"{p}: workloads.zipf: unknown key; allowed keys: upstream, distinct, trace"
+    assert msg == f"{p}: workloads.zipf: unknown key; allowed keys: serving, upstream, distinct, trace"
     msg, p = config_error(tmp_path, "workloads: {trace: {miss: 0.1}}\n")
     assert msg == (f"{p}: workloads.trace.miss: unknown key; allowed keys: "
                    "miss_rate, step_overlap, locality, host_layout")
@@ -368,6 +368,10 @@ def test_unknown_implementation_and_workload(tmp_path):
     assert "workloads.trace.host_layout" in msg and "scattered, contiguous" in msg
     msg, p = config_error(tmp_path, "workloads: {trace: {miss_rate: 1.5}}\n")
     assert "workloads.trace.miss_rate" in msg and "in [0.0, 1.0]" in msg
+    msg, p = config_error(tmp_path, "workloads: {serving: {positions: sorted}}\n")
+    assert "workloads.serving.positions" in msg and "scattered, consecutive" in msg
+    msg, p = config_error(tmp_path, "workloads: {serving: {context_max: 32}}\n")
+    assert "workloads.serving.context_max" in msg and "in [64, 16777216]" in msg
 
 
 def test_ci_must_be_a_subset(tmp_path):
@@ -415,16 +419,22 @@ def test_load_by_name():
 
 
 def test_default_config_fits_the_budget():
-    # configs/default.yaml's header: 70 main-grid cases + 26 multi_step + 17 lru_sequential in the
-    # batch-64 slice = 113 (at ~1-3 s each, < 10 min); 9 pruned (lru at hot 32768); --ci: 14.
+    # configs/default.yaml's header: 35 serving cases (lru 7 + 2 multi-step x 7 batches x PDL on/off),
+    # then 70 main-grid cases on upstream/distinct + 26 multi_step + 17 lru_sequential in the batch-64
+    # slice = 148; 9 pruned (lru at hot 32768); --ci: 6 serving + 14.
     cfg = load_config("default")
     exp = cfg.expand()
-    assert len(exp) == 113
+    assert len(exp) == 148
     assert len(exp.pruned) == 9 and all("int16 lru_slots" in p.reason for p in exp.pruned)
-    main = [c for c in exp if c.steps == 4 and c.hot_buffer_size == 4096 and c.item_size_bytes == 576]
+    serving = [c for c in exp if c.workload == "serving"]
+    assert len(serving) == 35 and list(exp)[:35] == serving  # serving first
+    assert sorted({c.batch for c in serving}) == [1, 2, 4, 8, 16, 32, 64]
+    assert all(c.case_id.count("/") == 7 for c in serving)  # default parameters: nothing after pdlN
+    main = [c for c in exp if c.steps == 4 and c.hot_buffer_size == 4096 and c.item_size_bytes == 576
+            and c.workload != "serving"]
     assert len(main) == 70
-    assert {c.workload for c in exp} == {"upstream", "distinct"}
-    assert len(cfg.expand(ci=True)) == 14
+    assert {c.workload for c in exp} == {"serving", "upstream", "distinct"}
+    assert len(cfg.expand(ci=True)) == 20
     # every multi_step case has its sequential-LRU baseline in the sweep (for the speedup), except at
     # hot 32768 (int16 lru_slots); multi_step_planned's baseline is in configs/shared-layers.yaml
     ids = set(exp.ids)
@@ -435,11 +445,20 @@ def test_default_config_fits_the_budget():
 def test_shipped_configs():
     ci = load_config("ci")
     assert ci.track is True
-    assert 12 <= len(ci.expand()) <= 20
+    cases = list(ci.expand())
+    assert len(cases) == 20
+    # serving first: lru_sequential and multi_step at batch 1 and 64, upstream's shape, default parameters
+    assert [c.case_id for c in cases[:4]] == [
+        "lru_sequential/serving/b1/s4/k2048/h4096/i576/pdl0", "lru_sequential/serving/b64/s4/k2048/h4096/i576/pdl0",
+        "multi_step/serving/b1/s4/k2048/h4096/i576/pdl1", "multi_step/serving/b64/s4/k2048/h4096/i576/pdl1"]
+    assert [c.workload for c in cases].count("serving") == 4
+    assert len(ci.expand(ci=True)) == 20
     assert ci.timing.rounds == 3 and load_config("default").timing.rounds == 3
     small = load_config("cpu-small")
     assert small.timing.calls_per_graph == 2 and small.timing.rounds == 1
     assert all(c.top_k == 64 and c.hot_buffer_size == 256 and 1 <= c.batch <= 4 for c in small.expand())
+    serving = [c for c in small.expand() if c.workload == "serving"]
+    assert len(serving) == 2 and all(c.param("context_max") <= 4096 for c in serving)  # CPU scale
     up = load_config("upstream")
     cases = up.expand()
     assert len(cases) == 21 and all(c.workload == "upstream" for c in cases)

@@ -229,6 +229,110 @@ def test_trace_host_layouts_and_reproducibility():
 
 
 # ---------------------------------------------------------------------------------------------
+# serving: per-request regions of a pool laid out as a token allocator does, scattered top-k
+
+SERVING_SMALL = {"context_min": 2048, "context_max": 8192}  # CPU scale: 2k-8k tokens (defaults 16k-128k)
+
+
+def test_serving_defaults_are_upstreams_figures():
+    case = Case("multi_step", "serving")
+    p = case.workload_params_dict
+    assert p["miss_rate"] == 196 / 2048  # docs/semantics.md §5.1: 196 fresh of 2048 per step
+    assert p["step_overlap"] == (1852 - 137) / 2048  # consecutive steps share 1852 - 137 hits
+    assert (p["context_min"], p["context_max"]) == (16 * 1024, 128 * 1024)
+    assert p["positions"] == "scattered"
+    assert case.case_id == "multi_step/serving/b1/s4/k2048/h4096/i576/pdl1"
+
+
+def test_serving_rates_and_scatter_are_what_comes_out():
+    case = small("multi_step", "serving", dict(SERVING_SMALL, miss_rate=0.1, step_overlap=0.8), batch=4, calls=60)
+    w = make_workload(case, CPU)
+    tokens = replay_tokens(w, 60)
+    n, bs, S, K = tokens.shape
+    fresh = fresh_by_hand(tokens, 256)
+    miss = sum(len(fresh[c][b][s]) for c in range(n) for b in range(bs) for s in range(S)) / (n * bs * S * K)
+    overlap = sum(len(set(tokens[c, b, s].tolist()) & set(tokens[c, b, s - 1].tolist()))
+                  for c in range(n) for b in range(bs) for s in range(1, S)) / (n * bs * (S - 1) * K)
+    # 15360 draws: binomial std ~0.003; 0.02 is > 6 sigma
+    assert miss == pytest.approx(0.1, abs=0.02) and overlap == pytest.approx(0.8, abs=0.02)
+    e = w.expected
+    assert e.miss_rate == pytest.approx(miss) and e.step_overlap == pytest.approx(0.8, abs=0.02)
+    # scatter: a call's fresh rows of one request, sorted, are almost never neighbours (scattered over
+    # a region of >= 2048 rows, ~25 rows a call: P(neighbour) ~ 2*25/2048), and span most of the region
+    locs, regions = w.buffers.host_cache_locs, _regions(w)
+    neighbours = total = 0
+    for c in range(n):
+        for b in range(bs):
+            rows = sorted(int(locs[b, t]) for t in set().union(*fresh[c][b]))
+            lo, hi = regions[b]
+            assert all(lo <= r < hi for r in rows)
+            neighbours += sum(1 for x, y in zip(rows, rows[1:]) if y == x + 1)
+            total += len(rows)
+    assert neighbours / total < 0.05
+    assert e.consecutive_row_fraction == pytest.approx(neighbours / total)
+    assert e.shared_row_fraction == 0.0
+
+
+def _regions(w) -> list[tuple[int, int]]:
+    """[lo, hi) host rows of each request's region, by hand from the contexts: back to back."""
+    from hisparse.bench.workload import data_seed, serving_contexts
+
+    ctx = serving_contexts(w.case, data_seed(w.case)).tolist()
+    starts = [sum(ctx[:r]) for r in range(len(ctx))]
+    return [(a, a + c) for a, c in zip(starts, ctx)]
+
+
+def test_serving_pool_is_the_regions_in_token_order():
+    w = make_workload(small("lru_sequential", "serving", dict(SERVING_SMALL, positions="consecutive"), batch=5), CPU)
+    from hisparse.bench.workload import data_seed, serving_contexts
+
+    ctx = serving_contexts(w.case, data_seed(w.case))
+    assert all(2048 <= c <= 8192 and c % 64 == 0 for c in ctx.tolist())
+    assert len(set(ctx.tolist())) > 1  # a distribution, not one length
+    assert w.buffers.host_cache.shape[0] == int(ctx.sum())  # the pool: exactly the regions, no more
+    regions, locs = _regions(w), w.buffers.host_cache_locs
+    for b, (lo, hi) in enumerate(regions):
+        span = min(locs.shape[1], hi - lo)
+        assert torch.equal(locs[b, :span], torch.arange(lo, lo + span))  # token t at row lo + t
+    assert w.expected.consecutive_row_fraction > 0.9  # a call's misses: runs of consecutive rows
+
+
+def test_serving_scattered_positions_are_a_permutation_of_each_region():
+    w = make_workload(small("multi_step", "serving", SERVING_SMALL, batch=3, calls=40), CPU)
+    locs = w.buffers.host_cache_locs
+    for b, (lo, hi) in enumerate(_regions(w)):
+        n = min(locs.shape[1], hi - lo)
+        first = locs[b, :n]
+        assert first.unique().numel() == n and int(first.min()) >= lo and int(first.max()) < hi
+        assert not torch.equal(first, torch.arange(lo, lo + n))
+        # tokens past the context (an evicted token read again) wrap onto positions HOT.. of the context
+        if locs.shape[1] > hi - lo:
+            c = hi - lo
+            assert torch.equal(locs[b, c:c + 10], locs[b, 256:266])
+
+
+def test_serving_is_reproducible_and_seeded():
+    a = make_workload(small("multi_step", "serving", SERVING_SMALL), CPU)
+    b = make_workload(small("lru_sequential", "serving", SERVING_SMALL), CPU)
+    assert torch.equal(replay_tokens(a, 6), replay_tokens(b, 6))
+    assert torch.equal(a.buffers.host_cache_locs, b.buffers.host_cache_locs)
+    c = make_workload(small("multi_step", "serving", SERVING_SMALL, seed=1), CPU)
+    assert not torch.equal(a.buffers.host_cache_locs, c.buffers.host_cache_locs)
+
+
+def test_serving_prunes_what_it_cannot_lay_out():
+    with pytest.raises(ConfigError, match="context_min >= hot_buffer_size"):
+        make_workload(small("multi_step", "serving", {"context_min": 512, "context_max": 8192}), CPU)
+    with pytest.raises(ConfigError, match="context_min <= context_max"):
+        make_workload(small("multi_step", "serving", {"context_min": 8192, "context_max": 4096}), CPU)
+    # 64 requests x 1M tokens x 576 B = 36 GiB: refused before anything is allocated
+    big = Case("multi_step", "serving", {"context_max": 1 << 20}, batch=64)
+    assert "GiB" in big.problems() and "12 GiB" in big.problems()
+    # the default (64 x 128k x 576 B = 4.5 GiB) fits
+    assert Case("multi_step", "serving", batch=64).problems() is None
+
+
+# ---------------------------------------------------------------------------------------------
 # reset / advance
 
 
@@ -245,9 +349,9 @@ def _snapshot(w) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("impl", ["lru_sequential", "multi_step", "multi_step_planned"])
-@pytest.mark.parametrize("workload", ["distinct", "trace"])
+@pytest.mark.parametrize("workload", ["distinct", "trace", "serving"])
 def test_advance_then_reset_restores(impl, workload):
-    w = make_workload(small(impl, workload), CPU)
+    w = make_workload(small(impl, workload, SERVING_SMALL if workload == "serving" else None), CPU)
     before = _snapshot(w)
     for n in range(1, 5):
         w.advance()
@@ -343,8 +447,9 @@ def test_shapes_and_dtypes(impl, workload, item):
     assert torch.equal(dev[slots.flatten()], host[b.host_cache_locs[:, :hot].flatten()])
 
 
-def test_miss_rows_are_the_fresh_rows():
-    w = make_workload(small("multi_step", "trace", {"miss_rate": 0.3, "step_overlap": 0.5}), CPU)
+@pytest.mark.parametrize("workload,extra", [("trace", {}), ("serving", SERVING_SMALL)])
+def test_miss_rows_are_the_fresh_rows(workload, extra):
+    w = make_workload(small("multi_step", workload, dict(extra, miss_rate=0.3, step_overlap=0.5)), CPU)
     tokens = replay_tokens(w, w.calls)
     fresh = fresh_by_hand(tokens, 256)
     locs = w.buffers.host_cache_locs
@@ -381,6 +486,29 @@ def test_reference_ops_copy_exactly_the_fresh_rows():
             copied = sorted(int(r) for cp in record.copies for r in cp.src_rows)
             # only fresh rows are read (the resident rows 0..HOT-1 that requests share: never)
             assert copied == sorted(w.miss_rows(c)[0].tolist())
+
+
+@pytest.mark.parametrize("impl", ["lru_sequential", "multi_step"])
+def test_reference_ops_on_serving_read_the_fresh_rows_from_the_request_region(impl):
+    """The compulsory misses are a lower bound (an evicted token re-referenced is read again): every
+    fresh row is copied, and every copied row lies in its request's region of the pool."""
+    from hisparse.bench.backends import get_backend
+    from hisparse.bench.calls import bind
+
+    w = make_workload(small(impl, "serving", SERVING_SMALL, batch=2, top_k=64, hot=128, calls=6), CPU)
+    bound = bind(impl, get_backend("reference"), w, pdl=w.case.pdl)
+    w.reset()
+    assert bound.checked_call() == []
+    w.reset()
+    regions = _regions(w)
+    for c in range(w.calls):
+        record = bound.recorded_call()
+        copied = {int(r) for cp in record.copies for r in cp.src_rows}
+        assert set(w.miss_rows(c)[0].tolist()) <= copied
+        for cp in record.copies:  # the device row says whose request it is: its host row is in that region
+            for src, dst in zip(cp.src_rows.tolist(), cp.dst_rows.tolist()):
+                lo, hi = regions[dst // w.buffers.rows_per_request]
+                assert lo <= src < hi
 
 
 @pytest.mark.parametrize("impl", ["lru_sequential_planned", "multi_step_planned"])

@@ -159,7 +159,7 @@ def test_list_without_config_lists_what_run_picks():
         pytest.skip("a GPU is visible: the default config is the full one")
     result = CliRunner().invoke(main, ["list"])
     assert result.exit_code == 0, result.output
-    assert "config cpu-small" in result.output and "12 case(s)" in result.output
+    assert "config cpu-small" in result.output and "14 case(s)" in result.output
 
 
 def test_interrupt_keeps_finished_cases_and_resume_finishes(two, tmp_path, monkeypatch):

@@ -258,6 +258,28 @@ def test_asv_samples_pool_the_timing_rounds_like_the_engine(tmp_path, monkeypatc
     assert len(samples) == 20 and all(0 < s < 1 for s in samples)
 
 
+@pytest.mark.parametrize("name", ["ci", "default", "cpu-small"])
+def test_asv_suite_drops_workloads_the_commit_under_test_does_not_know(name):
+    """An old commit's config parser refuses `serving` (added 2026-12-01): the suite hands it the shipped
+    config without it, which expands to exactly the shipped cases that are not `serving`, in order."""
+    import yaml  # noqa: PLC0415
+
+    from hisparse.bench.config import load_config, parse_config  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("_asv_common_drop", REPO / "benchmarks" / "common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    data = yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text())
+    assert common._drop_unknown_workloads(data, {"upstream", "distinct", "trace"}) is True
+    old = parse_config(data)
+    full = load_config(name)
+    for ci in (False, True):
+        assert old.expand(ci=ci).ids == [i for i in full.expand(ci=ci).ids if "/serving/" not in i]
+    # nothing to drop: the config is left alone
+    again = yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text())
+    assert common._drop_unknown_workloads(again, {"serving", "upstream", "distinct", "trace"}) is False
+
+
 OLD_LAYOUT_COMMIT = "8165cd7"  # the last commit of the flat layout (before the wings, 2026-12-01)
 
 
