@@ -131,6 +131,48 @@ def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def _resolve_specs(config: str | None, ci: bool, arch: str, spec_texts: tuple[str, ...],
+                   source_dir: Path | None) -> tuple[list, str]:
+    """The instantiations to build and where they came from; every problem is a click error before
+    anything is printed or compiled (bad arch, bad --spec value, config error, missing header)."""
+    try:
+        env.arch_tag(arch)
+    except ConfigError as e:
+        raise click.BadParameter(str(e), param_hint="--arch") from e
+    specs = [parse_spec(t, source_dir) for t in spec_texts]
+    for spec, spec_text in zip(specs, spec_texts):
+        check_spec(spec, spec_text)
+    if config is not None or not specs:
+        config = config if config is not None else _default_config()
+        try:
+            specs += [s for s in specs_from_config(config, ci) if s not in specs]
+        except HisparseError as e:
+            raise click.ClickException(str(e)) from e
+        source = f"config {config}{' (--ci)' if ci else ''}"
+    else:
+        source = "--spec"
+    try:
+        for s in specs:  # headers exist, names resolve
+            s.module_name(arch)
+    except KernelUnavailable as e:
+        raise click.ClickException(str(e)) from e
+    return specs, source
+
+
+def _report(reports: list, seconds: float) -> list:
+    """One row per module, the totals, nvcc's output of each failure; returns the failed reports."""
+    rows = [(r.module_name, f"{r.seconds:.1f}", "cached" if r.cached else ("built" if r.ok else "FAILED"))
+            for r in reports]
+    click.echo(_table(rows, ("module", "seconds", "status")))
+    failed = [r for r in reports if not r.ok]
+    built = sum(1 for r in reports if r.ok and not r.cached)
+    click.echo(f"{len(reports)} module(s): {built} built, {sum(r.cached for r in reports)} cached, "
+               f"{len(failed)} failed in {seconds:.1f} s")
+    for r in failed:
+        click.echo(f"\n=== {r.module_name} FAILED ===\n{r.error}", err=True)
+    return failed
+
+
 @click.command("build")
 @click.argument("config", required=False)
 @click.option("--ci", is_flag=True, help="Expand the config's CI subset only.")
@@ -156,27 +198,7 @@ def build(config: str | None, ci: bool, jobs: int | None, arch: str | None, spec
     from hisparse.kernels import jit  # noqa: PLC0415
 
     arch = arch or env.CUDA_ARCH
-    try:
-        env.arch_tag(arch)
-    except ConfigError as e:
-        raise click.BadParameter(str(e), param_hint="--arch") from e
-    specs = [parse_spec(t, source_dir) for t in spec_texts]
-    for spec, spec_text in zip(specs, spec_texts):
-        check_spec(spec, spec_text)
-    if config is not None or not specs:
-        config = config if config is not None else _default_config()
-        try:
-            specs += [s for s in specs_from_config(config, ci) if s not in specs]
-        except HisparseError as e:
-            raise click.ClickException(str(e)) from e
-        source = f"config {config}{' (--ci)' if ci else ''}"
-    else:
-        source = "--spec"
-    try:
-        for s in specs:  # headers exist, names resolve: fail before printing anything
-            s.module_name(arch)
-    except KernelUnavailable as e:
-        raise click.ClickException(str(e)) from e
+    specs, source = _resolve_specs(config, ci, arch, spec_texts, source_dir)
     jobs = jobs or os.cpu_count() or 1
     click.echo(f"hisparse-bench build: {len(specs)} module(s) for {source}; arch {arch} "
                f"({env.arch_tag(arch)}), {jobs} job(s), cache {Path(env.CACHE_DIR) / env.arch_tag(arch)}")
@@ -188,14 +210,6 @@ def build(config: str | None, ci: bool, jobs: int | None, arch: str | None, spec
         reports = jit.build_many(specs, jobs=jobs, arch=arch, keep_going=True)
     except KernelUnavailable as e:  # no toolkit, NO_JIT without prebuilt modules, missing header
         raise click.ClickException(str(e)) from e
-    rows = [(r.module_name, f"{r.seconds:.1f}", "cached" if r.cached else ("built" if r.ok else "FAILED"))
-            for r in reports]
-    click.echo(_table(rows, ("module", "seconds", "status")))
-    failed = [r for r in reports if not r.ok]
-    built = sum(1 for r in reports if r.ok and not r.cached)
-    click.echo(f"{len(reports)} module(s): {built} built, {sum(r.cached for r in reports)} cached, "
-               f"{len(failed)} failed in {time.perf_counter() - t0:.1f} s")
-    for r in failed:
-        click.echo(f"\n=== {r.module_name} FAILED ===\n{r.error}", err=True)
+    failed = _report(reports, time.perf_counter() - t0)
     if failed:
         raise SystemExit(1)
