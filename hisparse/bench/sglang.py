@@ -467,14 +467,22 @@ def spec_kwargs(b: Any, state: Any, *, record_plan: bool) -> dict[str, Any]:
     return kw
 
 
+# The block size production launches the single-step swap with: HiSparseCoordinator's
+# swap_in_block_size (sglang/srt/managers/hisparse_coordinator.py, 0.5.23). The entry point's own
+# default (256) wrote shared memory out of bounds at top-k 2048 / hot 4096 on the H200 (2026-12-01,
+# compute-sanitizer: "Invalid __shared__ write of size 2 bytes" in load_cache_to_device_buffer_kernel).
+COORDINATOR_SWAP_IN_BLOCK_SIZE = 960
+
+
 def lru_kwargs(b: Any, step: int, *, record_plan: bool) -> dict[str, Any]:
-    """``load_cache_to_device_buffer_mla``'s keyword arguments for one step (strided [bs, K] views)."""
+    """``load_cache_to_device_buffer_mla``'s keyword arguments for one step (strided [bs, K] views),
+    with the coordinator's block size."""
     kw = dict(top_k_tokens=b.top_k_tokens[:, step], device_buffer_tokens=b.device_buffer_tokens,
               host_cache_locs=b.host_cache_locs, device_buffer_locs=b.device_buffer_locs, host_cache=b.host_cache,
               device_buffer=b.device_buffer, top_k_device_locs=b.top_k_device_locs[:, step],
               req_pool_indices=b.req_pool_indices, seq_lens=b.step_seq_lens[step], lru_slots=b.lru_slots,
               item_size_bytes=b.item_size_bytes, num_top_k=b.top_k, hot_buffer_size=b.hot_buffer_size,
-              page_size=b.page_size, num_real_reqs=b.num_real_reqs)
+              page_size=b.page_size, block_size=COORDINATOR_SWAP_IN_BLOCK_SIZE, num_real_reqs=b.num_real_reqs)
     if record_plan:
         kw.update(miss_src=b.miss_src, miss_dst=b.miss_dst, miss_count=b.miss_count)
     return kw

@@ -264,7 +264,9 @@ def test_lru_call_per_step_on_strided_views(fake):
         assert kw["seq_lens"] is b.step_seq_lens[s] and kw["lru_slots"] is b.lru_slots
         assert kw["lru_slots"].dtype == torch.int16 and kw["lru_slots"].shape == (2, 4096)
         assert (kw["num_top_k"], kw["hot_buffer_size"], kw["page_size"], kw["item_size_bytes"]) == (2048, 4096, 64, 576)
-        assert kw["block_size"] == 256 and kw["miss_src"] is None  # upstream's defaults, no plan when timed
+        # the coordinator's swap_in_block_size (hisparse_coordinator.py: 960), not the entry point's default;
+        # no plan when timed
+        assert kw["block_size"] == 960 and kw["miss_src"] is None
 
 
 class _Tuple(NamedTuple):  # HiSparseSpecState's fields, for building a state without sglang
