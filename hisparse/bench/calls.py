@@ -102,16 +102,18 @@ def invocations(implementation: str, backend: Any, workload: Any, *, pdl: bool |
     """The ops of one call, with their kwargs (``SwapBuffers.*_kwargs``: fixed tensors and views),
     built by the implementation's binder (hisparse/bench/implementations.py names it)."""
     impl = implementations.get(implementation)
-    binder = _BINDERS[impl.binder]
-    # sglang's binders keep their own state on the workload, restored by its reset()
-    target = workload if getattr(binder, "needs_workload", False) else _buffers(workload)
-    return binder(backend, target, planned=impl.planned, pdl=pdl, record_plan=record_plan)
+    return _BINDERS[impl.binder](backend, workload, planned=impl.planned, pdl=pdl, record_plan=record_plan)
 
 
-def bind_sequential_lru(backend: Any, b: Any, *, planned: bool, pdl: bool | None,
+# A binder turns (backend, Workload) into the op invocations of one call. It gets the Workload, not
+# only its buffers: sglang's binders register their own state with its reset().
+
+
+def bind_sequential_lru(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
                         record_plan: bool) -> list[Invocation]:
     """The single-step swap once per step; with shared layers, each step's plan is replayed into
     them before the next step overwrites it."""
+    b = _buffers(workload)
     out = []
     for s in range(b.top_k_tokens.shape[1]):
         out.append(Invocation(SINGLE, backend.swap_single_step,
@@ -121,9 +123,10 @@ def bind_sequential_lru(backend: Any, b: Any, *, planned: bool, pdl: bool | None
     return out
 
 
-def bind_multi_step(backend: Any, b: Any, *, planned: bool, pdl: bool | None,
+def bind_multi_step(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
                     record_plan: bool) -> list[Invocation]:
     """One multi-step swap over all steps; with shared layers, its plan replayed into each."""
+    b = _buffers(workload)
     out = [Invocation(MULTI, backend.swap_multi_step,
                       b.multi_step_kwargs(record_plan=record_plan or planned, pdl=pdl), "multi-step swap")]
     if planned:
@@ -147,10 +150,6 @@ def bind_sglang_multi_step(backend: Any, workload: Any, *, planned: bool, pdl: b
     return [Invocation(*t) for t in
             sglang.multi_step_invocations(backend, workload, planned=planned, record_plan=record_plan)]
 
-
-# sglang's binders get the Workload: their state is registered with its reset()
-bind_sglang_lru.needs_workload = True  # type: ignore[attr-defined]
-bind_sglang_multi_step.needs_workload = True  # type: ignore[attr-defined]
 
 _BINDERS = {"bind_sequential_lru": bind_sequential_lru, "bind_multi_step": bind_multi_step,
             "bind_sglang_lru": bind_sglang_lru, "bind_sglang_multi_step": bind_sglang_multi_step}
