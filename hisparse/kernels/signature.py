@@ -132,8 +132,9 @@ class OpArgs:
     def bind(self, kwargs: Mapping[str, Any], *, gpu: bool = False) -> Bound:
         """Check the names of one call (unknown, missing) and fill in defaults; raises InputError.
 
-        Runs on every call of every op (twice through a wrapper), so it is two dict copies and a
-        scan, no per-argument Python loop unless something is wrong."""
+        Runs on every call of every op (once through a wrapper: its validation takes the Bound via
+        ``with_bound``), so it is two dict copies and a scan, no per-argument Python loop unless
+        something is wrong."""
         template = self._templates[gpu]
         bound = Bound(template)
         bound.update(kwargs)  # known names keep the table's order; unknown ones land at the end
@@ -189,6 +190,9 @@ def keyword_op(op: str, *, gpu: bool = False) -> Callable[[Callable[[Bound], Any
             return fn(table.bind(kwargs, gpu=gpu))
 
         call.__signature__ = table.signature(gpu=gpu)  # type: ignore[attr-defined]
+        # The body on arguments bound already: a wrapper hands its own Bound to the validation it runs,
+        # so the launch path binds once (extra launch knobs in it are ignored by the body).
+        call.with_bound = fn  # type: ignore[attr-defined]
         call.__doc__ = f"{inspect.cleandoc(fn.__doc__ or '')}\n\n{table.doc(gpu=gpu)}"
         return call
 

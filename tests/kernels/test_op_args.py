@@ -256,13 +256,22 @@ def _names(values):
     return [getattr(v, "name", v) for v in values]
 
 
+def _stub_check(shape):
+    """A stand-in validation: a keyword_op-like function whose bound form returns ``shape``."""
+    def check(**kw):
+        return shape
+
+    check.with_bound = lambda bound: shape
+    return check
+
+
 def test_single_step_wrapper_calls_the_entry_in_its_order(monkeypatch):
     from hisparse.kernels.ops import swap_single
 
     launch = _Launch()
     shape = SimpleNamespace(batch=2, record_plan=False)
     monkeypatch.setattr(swap_single, "_kernel", launch)
-    monkeypatch.setattr(swap_single, "check_swap_single_inputs", lambda **kw: shape)
+    monkeypatch.setattr(swap_single, "check_swap_single_inputs", _stub_check(shape))
     monkeypatch.setattr(swap_single, "check_fits", lambda shape, device: None)
     swap_single.swap_single_step(**{**_named(SINGLE), "item_size_bytes": 64, "page_size": 2})
     (template, values), = launch.calls
@@ -279,7 +288,7 @@ def test_multi_step_wrapper_calls_the_entry_in_its_order(monkeypatch):
     launch = _Launch()
     shape = SimpleNamespace(device="cuda:0", record_plan=True)
     monkeypatch.setattr(swap_multi, "_kernel", launch)
-    monkeypatch.setattr(swap_multi, "check_swap_multi_inputs", lambda **kw: shape)
+    monkeypatch.setattr(swap_multi, "check_swap_multi_inputs", _stub_check(shape))
     monkeypatch.setattr(swap_multi, "_check_cuda_call", lambda *a: None)
     kwargs = {**_named(MULTI), "item_size_bytes": 64, "pdl": True,
               "state": SimpleNamespace(**{f: SimpleNamespace(name=f) for f in STATE_FIELDS})}

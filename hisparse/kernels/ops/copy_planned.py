@@ -43,8 +43,7 @@ _kernel = jit.runner(lambda block_size: kernel_spec(block_size=block_size))
 @keyword_op(OP, gpu=True)
 def copy_planned(a: Bound) -> None:
     """Copy every planned row on the GPU. ``debug=True`` also checks counts and rows first (syncs)."""
-    kw = a.op_kwargs()
-    shape = check_copy_planned_contract(**kw) if a.debug else check_copy_planned_inputs(**kw)
+    shape = check_copy_planned_contract(**a.op_kwargs()) if a.debug else check_copy_planned_inputs.with_bound(a)
     if a.miss_count.device.type != "cuda":
         raise InputError(f"miss_count: the CUDA planned copy needs the plan on a cuda device, got {a.miss_count.device} "
                          "(use hisparse.kernels.reference.copy_planned for CPU tensors)")

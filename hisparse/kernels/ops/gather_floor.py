@@ -48,8 +48,7 @@ _kernel = jit.runner(lambda loads_in_flight: kernel_spec(loads_in_flight=loads_i
 @keyword_op(OP, gpu=True)
 def gather_floor(a: Bound) -> None:
     """Gather ``n`` rows host -> device on the GPU, byte-exact for any item size."""
-    kw = a.op_kwargs()
-    shape = check_gather_floor_contract(**kw) if a.debug else check_gather_floor_inputs(**kw)
+    shape = check_gather_floor_contract(**a.op_kwargs()) if a.debug else check_gather_floor_inputs.with_bound(a)
     if a.num_blocks is not None:
         check_int("num_blocks", a.num_blocks, lo=1, hi=limits.MAX_GRID_BLOCKS)
     check_int("block_size", a.block_size, lo=32, hi=MAX_BLOCK_SIZE)

@@ -93,8 +93,7 @@ def swap_multi_step(a: Bound) -> None:
     """
     if not isinstance(a.debug, bool):
         raise InputError(f"debug: must be True or False, got {a.debug!r}")
-    kw = a.op_kwargs()
-    shape = check_swap_multi_contract(**kw) if a.debug else check_swap_multi_inputs(**kw)
+    shape = check_swap_multi_contract(**a.op_kwargs()) if a.debug else check_swap_multi_inputs.with_bound(a)
     _check_cuda_call(shape, a.host_cache, a.item_size_bytes)
     run = _kernel(resolve_pdl(a.pdl, shape.device), shape.record_plan)
     # On torch's current stream of the tensors' device (tvm-ffi passes it; the entry guards the device).

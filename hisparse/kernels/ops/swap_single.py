@@ -102,8 +102,7 @@ def check_fits(shape: SwapSingleShape, device: torch.device) -> None:
 def swap_single_step(a: Bound) -> None:
     """Single-step swap on the GPU; mutates the tensors in place like the reference. ``debug=True``
     also checks the content contract first (one device->host sync), raising InputError on violation."""
-    kw = a.op_kwargs()
-    shape = check_swap_single_contract(**kw) if a.debug else check_swap_single_inputs(**kw)
+    shape = check_swap_single_contract(**a.op_kwargs()) if a.debug else check_swap_single_inputs.with_bound(a)
     device = a.top_k_tokens.device
     if device.type != "cuda":
         raise InputError(f"top_k_tokens: the CUDA swap needs tensors on a cuda device, got {device} "
