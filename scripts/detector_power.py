@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hisparse.track import changepoint as cp  # noqa: E402
+from hisparse.track import policy  # noqa: E402
 
 # docs/semantics.md §H5: upstream kernels, `distinct`, 4 processes on one H200: relative spread of the medians.
 MEASURED_SPREADS = {
@@ -96,10 +97,10 @@ def gate_once(draw: RunSampler, rng: random.Random, slowdown: float, history: in
         noise = cp.series_noise([cp.median(draw(rng)) for _ in range(history)])
     base = draw(rng)
     head = [x * (1.0 + slowdown) for x in draw(rng)]
-    decision = cp.gate_with_confirm(base, head, direction=cp.LOWER, noise=noise)
+    decision = policy.judge_with_confirm(base, head, direction=cp.LOWER, noise=noise)
     if decision.needs_rerun:  # the nightly re-measures the head only when the first gate failed
         rerun = [x * (1.0 + slowdown) for x in draw(rng)]
-        decision = cp.gate_with_confirm(base, head, rerun, direction=cp.LOWER, noise=noise)
+        decision = policy.judge_with_confirm(base, head, rerun, direction=cp.LOWER, noise=noise)
     return decision.failed
 
 
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skip {key}: {len(runs)} run(s), need >= 3 re-runs of one commit", file=sys.stderr)
             continue
         row = evaluate(key, real_sampler(runs), args)
-        row["noise"] = f"{cp.rerun_noise([cp.median(r) for r in runs]) * 100:.2f}% sd, {len(runs)} runs"
+        row["noise"] = f"{policy.rerun_noise([cp.median(r) for r in runs]) * 100:.2f}% sd, {len(runs)} runs"
         rows.append(row)
     if not rows:
         p.error("nothing to measure: give --synthetic or run files with >= 3 runs per case")

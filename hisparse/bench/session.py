@@ -185,7 +185,6 @@ def _resume(request: RunRequest, cfg: Any, backend: Any):
 def _create(request: RunRequest, cfg: Any, expansion: Any, backend: Any, resolved: str,
             say: Callable[[str], None]):
     from hisparse.bench.floors import measure_pinned_h2d  # noqa: PLC0415
-    from hisparse.results import metadata  # noqa: PLC0415
     from hisparse.results import model as results  # noqa: PLC0415
 
     environment = _environment(backend.device, list(expansion.cases))

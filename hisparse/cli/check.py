@@ -3,12 +3,12 @@ implementation, ours and sglang's, each call checked before the next; prints the
 implementation x case -> pass or the first failure."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from hisparse import env
+from hisparse.files import write_json_atomic
 
 
 def _multi_step_names() -> list[str]:
@@ -69,6 +69,6 @@ def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: 
     click.echo("")
     click.echo(report.table())
     if json_out is not None:
-        Path(json_out).write_text(json.dumps({"backend": backend.name, **report.to_dict()}, indent=1) + "\n")
+        write_json_atomic(json_out, {"backend": backend.name, **report.to_dict()})
         click.echo(f"\nresults: {json_out}")
     ctx.exit(1 if report.failed else 0)

@@ -92,9 +92,7 @@ def _print(report, b, h, c, *, noise_cases: int, inject: float, min_runs: int, v
 @click.pass_context
 def baseline(ctx: click.Context, results: str, head: str) -> None:
     """Print the baseline run file for HEAD (BASELINE, else the latest run of its series); nothing if none."""
-    from hisparse import env
     from hisparse.errors import HisparseError
-    from hisparse.files import write_atomic
     from hisparse.track import gate as g
 
     try:
@@ -112,9 +110,7 @@ def baseline(ctx: click.Context, results: str, head: str) -> None:
 @click.pass_context
 def asv(ctx: click.Context, results: str, repo: str, runs: tuple[str, ...]) -> None:
     """Write asv results (RESULTS/asv) for the run files."""
-    from hisparse import env
     from hisparse.errors import HisparseError
-    from hisparse.files import write_atomic
     from hisparse.track import gate as g
 
     try:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hisparse import env
+from hisparse.files import write_atomic
 from hisparse.errors import HisparseError
 
 DEFAULT_PYTHON_VERSION = "3.12"  # the H200 nodes' interpreter (3.12.3)
@@ -322,7 +323,7 @@ def build(dest: Path, python_version: str = DEFAULT_PYTHON_VERSION,
         raise WheelhouseError(f"{dest} holds more than one wheel of a project (left from an earlier build?); "
                               "remove the stale ones and rerun:\n  " + "\n  ".join(conflicts))
     script = dest / INSTALL_SCRIPT
-    script.write_text(install_script(python_version, platforms, reqs, self_wheel, sglang))
+    write_atomic(script, install_script(python_version, platforms, reqs, self_wheel, sglang))
     script.chmod(0o755)
     return Report(dest, reqs, sorted(w.name for w in dest.glob("*.whl")), script, self_wheel)
 

@@ -23,15 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hisparse.track import policy as pol
-from hisparse.track.policy import (  # noqa: F401  re-exported: scripts/detector_power.py uses cp.*
-    HIGHER, LOWER, METRIC_DIRECTION, confirm, effect_threshold, judge_with_confirm, median, median_noise,
-    rerun_noise, sample_noise, series_noise, worse_by,
+from hisparse.track.policy import (  # noqa: F401  HIGHER, METRIC_DIRECTION: detect_changes' directions
+    HIGHER, LOWER, METRIC_DIRECTION, effect_threshold, median, median_noise, series_noise, worse_by,
 )
 
 REGRESSION, IMPROVEMENT = "regression", "improvement"  # ChangePoint.kind
-
-
-gate_with_confirm = judge_with_confirm  # the old name, kept for scripts/detector_power.py
 
 
 # ---------------------------------------------------------------------------------------------
