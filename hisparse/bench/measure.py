@@ -236,8 +236,6 @@ def settings_of(m: timing.Measurement) -> dict:
 def run_of(m: timing.Measurement, *, process: int, round_index: int, where: dict | None) -> Run:
     """One timing round (one ``time_calls``) as a result's Run; ``replay_us`` only where a sample
     averaged several replays (else they are the samples, stored once)."""
-    if len(m.round_sizes) != 1:
-        raise ValueError(f"run_of: one round per Run, got a pool of {len(m.round_sizes)}")
     return Run(process=process, round=round_index, samples_us=m.samples_us,
                replay_us=m.replay_us if m.replays_per_sample > 1 else (), warmup_us=m.warmup_us,
                clocks=m.clocks.to_dict(), placement=where)

@@ -23,8 +23,8 @@ CPU (the reference backend): the same structure with ``time.perf_counter`` aroun
 ``calls_per_graph`` eager calls, no graph, no L2 flush; method "cpu-perf-counter". These are PyTorch
 reference times and say nothing about kernels.
 
-``pool`` joins the rounds of one case (``timing.rounds``, each timed by ``time_calls`` on its own
-workload, hisparse/bench/measure.py) into one Measurement.
+Each timing round of a case (``timing.rounds``, each on its own workload) is one ``time_calls``;
+hisparse/bench/measure.py keeps each as one Run of the result.
 """
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ import math
 import os
 import subprocess
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
@@ -82,23 +81,12 @@ class Clocks:
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
-    @classmethod
-    def concat(cls, parts: Sequence[Clocks]) -> Clocks:
-        """The readings of several rounds, in round order. Sources that differ between rounds (a
-        sampler that lost NVML) are joined with "+": the readings then need not line up with samples."""
-        sources = list(dict.fromkeys(c.source for c in parts)) or ["n/a"]
-        return cls(source="+".join(sources), sm_mhz=tuple(x for c in parts for x in c.sm_mhz),
-                   mem_mhz=tuple(x for c in parts for x in c.mem_mhz),
-                   throttle_reasons=tuple(x for c in parts for x in c.throttle_reasons))
-
 
 @dataclass(frozen=True)
 class Measurement:
-    """Raw timing of one callable: samples (us per call, one per ``replays_per_sample`` replays),
-    every replay's own time (``replay_us``, us per call, in order) and warm-up samples.
-
-    ``samples_per_round``: how many of ``samples_us`` each timing round gave, in order (``pool``);
-    empty for one ``time_calls`` (one round of ``len(samples_us)``). ``replays`` (samples) is per round."""
+    """Raw timing of one callable (one ``time_calls``, one timing round): samples (us per call, one per
+    ``replays_per_sample`` replays), every replay's own time (``replay_us``, us per call, in order) and
+    warm-up samples. A case result keeps each round as one Run (hisparse/bench/measure.py run_of)."""
 
     method: str
     samples_us: tuple[float, ...]
@@ -108,48 +96,8 @@ class Measurement:
     warmup_calls: int
     l2_flush: bool
     clocks: Clocks
-    samples_per_round: tuple[int, ...] = ()
     replays_per_sample: int = 1
     replay_us: tuple[float, ...] = ()
-
-    @property
-    def round_sizes(self) -> tuple[int, ...]:
-        """Samples per round; one round of all the samples when ``samples_per_round`` is empty."""
-        return self.samples_per_round or (len(self.samples_us),)
-
-    def timing_dict(self) -> dict[str, Any]:
-        """The ``timing`` object of a result file (settings as applied + method + warm-up samples +
-        the split of ``samples_us`` into rounds; with several replays per sample, every replay's time)."""
-        d = {"calls_per_graph": self.calls_per_graph, "replays": self.replays,
-             "warmup_calls": self.warmup_calls, "l2_flush": self.l2_flush, "method": self.method,
-             "warmup_us": list(self.warmup_us), "rounds": len(self.round_sizes),
-             "samples_per_round": list(self.round_sizes)}
-        if self.replays_per_sample > 1:  # with one, replay_us is samples_us
-            d.update(replays_per_sample=self.replays_per_sample, replay_us=list(self.replay_us))
-        return d
-
-
-def pool(rounds: Sequence[Measurement]) -> Measurement:
-    """Several rounds of the same timing (same settings, each on its own workload) as one
-    Measurement: samples, warm-up samples and clock readings concatenated in round order."""
-    if not rounds:
-        raise ValueError("pool: needs at least one round")
-    first = rounds[0]
-    for m in rounds[1:]:
-        if _settings_key(m) != _settings_key(first):
-            raise ValueError("pool: rounds were timed with different settings")
-    return Measurement(
-        method=first.method, samples_us=tuple(x for m in rounds for x in m.samples_us),
-        warmup_us=tuple(x for m in rounds for x in m.warmup_us), calls_per_graph=first.calls_per_graph,
-        replays=first.replays, warmup_calls=first.warmup_calls, l2_flush=first.l2_flush,
-        clocks=Clocks.concat([m.clocks for m in rounds]),
-        samples_per_round=tuple(n for m in rounds for n in m.round_sizes),
-        replays_per_sample=first.replays_per_sample, replay_us=tuple(x for m in rounds for x in m.replay_us),
-    )
-
-
-def _settings_key(m: Measurement) -> tuple:
-    return m.method, m.calls_per_graph, m.replays, m.warmup_calls, m.l2_flush, m.replays_per_sample
 
 
 @dataclass(frozen=True)

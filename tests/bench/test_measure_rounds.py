@@ -139,27 +139,6 @@ def test_result_file_round_trips_with_the_round_keys(tmp_path):
     assert c.samples_us[:n0] + c.samples_us[n0:] == c.samples_us and len(c.samples_us) == 20
 
 
-def test_pool_concatenates_rounds_in_order():
-    def m(samples, warm, sm, source="nvml"):
-        return timing.Measurement(method="cuda-graph-events", samples_us=samples, warmup_us=warm, calls_per_graph=100,
-                                  replays=len(samples), warmup_calls=1, l2_flush=True,
-                                  clocks=timing.Clocks(source, sm, sm, ("none",) * len(sm)))
-
-    p = timing.pool([m((1.0, 2.0), (9.0,), (1980, 1980)), m((3.0, 4.0), (8.0,), (1755, 1980))])
-    assert p.samples_us == (1.0, 2.0, 3.0, 4.0) and p.warmup_us == (9.0, 8.0)
-    assert p.samples_per_round == (2, 2) and p.clocks.sm_mhz == (1980, 1980, 1755, 1980)
-    assert p.clocks.source == "nvml" and len(p.clocks.throttle_reasons) == 4
-    d = p.timing_dict()
-    assert d["rounds"] == 2 and d["samples_per_round"] == [2, 2] and d["replays"] == 2
-    assert timing.pool([p]).samples_per_round == (2, 2)  # pooling a pool keeps the split
-    mixed = timing.pool([m((1.0,), (), (1980,)), m((2.0,), (), (), source="unavailable")])
-    assert mixed.clocks.source == "nvml+unavailable"  # readings no longer line up with samples: said so
-    with pytest.raises(ValueError, match="different settings"):
-        timing.pool([m((1.0,), (), ()), m((1.0, 2.0), (), ())])
-    with pytest.raises(ValueError):
-        timing.pool([])
-
-
 def test_each_round_records_where_its_buffers_landed():
     """Round r's host rows start r x (2 MiB + 4 KiB) further into the shared pool: the recorded
     host_cache addresses say so; device_buffer addresses are recorded for every round too."""

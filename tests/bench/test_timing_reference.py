@@ -47,12 +47,14 @@ def test_samples_are_microseconds_per_call():
     assert all(1900 < x < 50_000 for x in m.samples_us)  # ~2000 us per call, not per replay
 
 
-def test_timing_dict_has_the_applied_settings():
+def test_result_settings_are_the_applied_settings():
+    from hisparse.bench.measure import settings_of
+
     rec = _Recorder()
     m = timing.time_calls(rec.call, reset=rec.reset, settings=timing.Settings(2, 3, 12, True), device="cpu")
-    d = m.timing_dict()
+    d = settings_of(m)
     assert d["calls_per_graph"] == 3 and d["replays"] == 12 and d["warmup_calls"] == 2
-    assert d["l2_flush"] is False and d["method"] == "cpu-perf-counter" and len(d["warmup_us"]) == 2
+    assert d["l2_flush"] is False and d["method"] == "cpu-perf-counter" and len(m.warmup_us) == 2
 
 
 def test_settings_from_config_timing():
@@ -164,15 +166,19 @@ def test_a_sample_is_the_mean_of_its_replays(monkeypatch):
     assert len(resets) == 1 + 30  # one before the warm-up, one before every replay
     assert m.replay_us == pytest.approx([10.0 + r for r in range(30)])
     assert m.samples_us == pytest.approx([11.0 + 3 * i for i in range(10)])  # mean of replays 3i..3i+2
-    d = m.timing_dict()
-    assert d["replays_per_sample"] == 3 and d["replay_us"] == pytest.approx(list(m.replay_us))
+    from hisparse.bench.measure import run_of, settings_of
+
+    assert settings_of(m)["replays_per_sample"] == 3
+    assert run_of(m, process=0, round_index=0, where=None).replay_us == pytest.approx(m.replay_us)
 
 
 def test_one_replay_per_sample_stores_no_second_copy():
     rec = _Recorder()
     m = timing.time_calls(rec.call, reset=rec.reset, settings=timing.Settings(0, 1, 10, False), device="cpu")
     assert m.replay_us == m.samples_us and m.replays_per_sample == 1
-    assert "replay_us" not in m.timing_dict() and "replays_per_sample" not in m.timing_dict()
+    from hisparse.bench.measure import run_of, settings_of
+
+    assert run_of(m, process=0, round_index=0, where=None).replay_us == () and "replays_per_sample" not in settings_of(m)
 
 
 def test_replays_per_sample_must_be_positive():
