@@ -168,7 +168,7 @@ def run_case(
     t0 = time.perf_counter()
     params = case_params(case)
     if (skip := skip_reason(case, backend)) is not None:
-        return CaseResult(case.case_id, params, "skipped", reason=skip, timing=_settings_dict(case),
+        return CaseResult(case.case_id, params, "skipped", reason=skip, settings=_settings_dict(case),
                           wall_s=time.perf_counter() - t0)
     settings = timing.Settings.of(case.timing)
     make_workload = make_workload or default_make_workload
