@@ -18,6 +18,7 @@
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/optional.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "hisparse/spec_commit.cuh"
@@ -53,6 +54,27 @@ inline void check_contiguous(const char* name, const TensorView& t) {
 }
 
 }  // namespace swap_multi_detail
+
+// The gather's launch shape, from the device at run time: CTAs of spec::kGatherThreads, as many per
+// request as fill one wave of the device's resident CTA slots (SM count x occupancy of this kernel:
+// 132 x 2 on the H200, 78 x 2 on an H20) and never more than the request's occurrences need. Why one
+// wave of few, large CTAs per request rather than one small CTA per 128 occurrences: a zero-copy read
+// of a scattered host row is slow when its SM has many requests' host regions in flight. Measured on
+// the H200 (docs/perf-notes.md), `serving` batch 64: 128-thread CTAs of every request on every SM 740 us,
+// this shape 676 us; one 1024- or 512-thread CTA per SM 730 / 671 us but 10-18% slower on shared rows.
+template <bool kPdl, bool kRecordPlan>
+inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurrences, int device, cudaStream_t stream) {
+  constexpr int kThreads = spec::kGatherThreads;
+  const auto kernel = spec::spec_gather_kernel<kPdl, kRecordPlan>;
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess || per_sm < 1) {
+    per_sm = 1;
+  }
+  const int64_t slots = static_cast<int64_t>(per_sm) * host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
+  const int64_t max_tiles = (occurrences + kThreads - 1) / kThreads;
+  p.gather_tiles = static_cast<int32_t>(std::clamp<int64_t>(slots / bs, 1, max_tiles));
+  host::launch(kernel, dim3(static_cast<unsigned>(bs * p.gather_tiles)), dim3(kThreads), 0, stream, false, p);
+}
 
 template <bool kPdl, bool kRecordPlan>
 void swap_multi_entry(tvm::ffi::TensorView top_k_tokens, tvm::ffi::TensorView device_buffer_tokens, tvm::ffi::TensorView host_cache_locs,
@@ -236,14 +258,12 @@ void swap_multi_entry(tvm::ffi::TensorView top_k_tokens, tvm::ffi::TensorView de
   p.hash_mask = static_cast<uint32_t>(hash_size - 1);
   p.miss_mask = static_cast<uint32_t>(miss_table - 1);
   p.item_size_bytes = static_cast<uint32_t>(item_size_bytes);
-  p.gather_tiles = static_cast<int32_t>((occurrences + spec::kGatherThreads - 1) / spec::kGatherThreads);
   p.index_i64 = (is_i64(req_pool_indices) ? 1u : 0u) | (is_i64(seq_lens) ? 2u : 0u);
 
   host::DeviceGuard guard(dev.device_id);
   const cudaStream_t stream = host::stream_of(top_k_tokens);
   // The gather is an ordinary launch: it reads the caller's inputs (top-k from the indexer) at once.
-  host::launch(spec::spec_gather_kernel<kPdl, kRecordPlan>, dim3(static_cast<unsigned>(bs * p.gather_tiles)),
-               dim3(spec::kGatherThreads), 0, stream, false, p);
+  launch_gather<kPdl, kRecordPlan>(p, bs, occurrences, dev.device_id, stream);
   host::launch(spec::spec_commit_kernel<kPdl, kRecordPlan>, dim3(static_cast<unsigned>(bs)), dim3(spec::kCommitThreads),
                spec::commit_smem_bytes(p.occurrences), stream, kPdl, p);
 }

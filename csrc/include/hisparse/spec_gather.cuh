@@ -1,9 +1,11 @@
 // Multi-step swap, kernel 1 of 2: the gather (docs/semantics.md §3.6 with our state layout).
 //
-// Grid: batch * gather_tiles CTAs of kGatherThreads, one occurrence per thread. Occurrence of thread
-// `tid` in tile `y` of a request is y + tiles * tid: consecutive top-k entries land in different
-// CTAs, so a run of misses (the indexer's fresh tokens often sit together) is spread over all the
-// request's CTAs and their copies run in parallel. For T = 8192, 64 CTAs serve one request.
+// Grid: batch * gather_tiles CTAs of kGatherThreads; the host picks gather_tiles from the device (one
+// wave of resident CTAs, csrc/swap_multi.cuh launch_gather). A CTA works in rounds of one occurrence
+// per thread: round r of thread `tid` in tile `y` is occurrence y + tiles * (tid + kGatherThreads * r),
+// so consecutive top-k entries land in different CTAs and a run of misses (the indexer's fresh tokens
+// often sit together) is spread over all the request's CTAs. At batch 64 on the H200, 4 CTAs serve
+// one request, 8 rounds each; at batch 1, 32 CTAs of one round.
 //
 // Per occurrence (step s = occ / K, token t, seq_len = seq_lens[b*S + s]), only 0 <= t < seq_len:
 //   1. tail: t >= seq_len - page_size and an extra-page slot holds t with a row >= 0 -> that row;
@@ -15,7 +17,8 @@
 //      Others wait for the publication a bounded time, else leave -2 for the commit (kOutPending).
 //      u >= C (overflow) also leaves -2: the commit picks the row.
 //   Anything else stays -1 (invalid token, host row missing).
-// Then the CTA copies its owned rows together (block_copy_rows: all rows' loads in flight at once).
+// After each round's lookups the CTA copies the rows it claimed in that round together
+// (block_copy_rows: all of them in flight at once).
 //
 // Padding rows (b >= num_real_reqs[0]) get -1 everywhere and miss_count 0; their state is untouched.
 #pragma once
@@ -29,9 +32,9 @@
 
 namespace hisparse::spec {
 
-constexpr int kGatherThreads = 128;
-// 16-byte loads in flight per thread in the gather's copy. A CTA with the typical ~12 rows of 576 B
-// (782 misses over 64 CTAs) moves them in one round: 12 * 36 words <= 128 threads * 4.
+constexpr int kGatherThreads = 256;
+// 16-byte loads in flight per thread in the gather's copy. A round claims ~24 rows of 576 B (782
+// misses of 8192 occurrences, 256 per round) and moves them in one pass: 24 * 36 words <= 256 * 4.
 constexpr int kGatherInFlight = 4;
 
 enum class MissKind : int { kNone, kClaimed, kFound, kPending };
@@ -90,10 +93,65 @@ __device__ __forceinline__ MissResult miss_claim(const SwapMultiParams& p, int64
   return {MissKind::kNone, -1};
 }
 
-template <bool kPdl, bool kRecordPlan>
-__global__ void __launch_bounds__(kGatherThreads) spec_gather_kernel(const __grid_constant__ SwapMultiParams p) {
-  __shared__ int64_t s_src[kGatherThreads];  // copy list of this CTA: host row -> scratch row
-  __shared__ int32_t s_dst[kGatherThreads];
+// Steps 1-3 above for one occurrence; a claimed miss with a scratch row joins the CTA's copy list.
+template <bool kRecordPlan>
+__device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotView& hv, int64_t rid, int b, int occ,
+                                           int32_t epoch, int32_t* counters, int32_t* out, int64_t* s_src,
+                                           int32_t* s_dst, uint32_t* s_rows, int32_t* s_hits, int32_t* s_pending) {
+  const int step = occ / p.top_k;
+  const int32_t token = p.top_k_tokens[static_cast<int64_t>(b) * p.top_k_stride + occ];
+  const int64_t seq_len = load_index(p.seq_lens, (p.index_i64 >> 1) & 1u, static_cast<int64_t>(b) * p.steps + step);
+  int32_t loc = kOutUnresolved;
+  if (token >= 0 && token < seq_len) {
+    const int32_t tail = token >= seq_len - p.page_size ? tail_lookup(hv, token) : -1;
+    if (tail >= 0) {
+      loc = tail;
+    } else {
+      const int32_t slot = hot_lookup(hv, token);
+      if (slot >= 0) {
+        loc = hv.locs[slot];
+        // Distinct hit slots: the first exchange of a slot in this epoch sees an older value.
+        if (atomicExch(p.ref_epochs + rid * p.hot + slot, epoch) != epoch) atomicAdd(s_hits, 1);
+      } else {
+        const int64_t src = token < p.max_len ? p.host_cache_locs[rid * p.max_len + token] : -1;
+        if (valid_row(src, p.host_rows)) {
+          const int64_t m = static_cast<int64_t>(p.miss_mask) + 1;
+          const MissResult r = miss_claim(p, p.miss_keys + rid * m, p.miss_vals + rid * m,
+                                          p.miss_order + rid * p.occurrences, counters + kCounterWork, epoch, token);
+          if (r.kind == MissKind::kPending) {
+            loc = kOutPending;
+            *s_pending = 1;
+          } else if (r.kind != MissKind::kNone) {
+            if (r.u < p.capacity) {
+              const int32_t row = p.scratch_locs[rid * p.capacity + r.u];
+              const bool ok = valid_row(row, p.device_rows);
+              loc = ok ? row : kOutUnresolved;
+              if (r.kind == MissKind::kClaimed) {
+                if (ok) {
+                  const uint32_t k = atomicAdd(s_rows, 1u);
+                  s_src[k] = src;
+                  s_dst[k] = row;
+                }
+                if (kRecordPlan) {
+                  p.miss_src[static_cast<int64_t>(b) * p.plan_stride_src + r.u] = src;
+                  p.miss_dst[static_cast<int64_t>(b) * p.plan_stride_dst + r.u] = ok ? row : -1;
+                }
+              }
+            } else {
+              loc = kOutPending;  // overflow: the commit copies it into a victim's row
+            }
+          }
+        }
+      }
+    }
+  }
+  out[occ] = loc;
+}
+
+template <bool kPdl, bool kRecordPlan, int kThreads = kGatherThreads>
+__global__ void __launch_bounds__(kThreads) spec_gather_kernel(const __grid_constant__ SwapMultiParams p) {
+  __shared__ int64_t s_src[kThreads];  // copy list of this CTA's round: host row -> scratch row
+  __shared__ int32_t s_dst[kThreads];
   __shared__ uint32_t s_rows;
   __shared__ int32_t s_hits;
   __shared__ int32_t s_pending;
@@ -102,86 +160,45 @@ __global__ void __launch_bounds__(kGatherThreads) spec_gather_kernel(const __gri
   const int b = static_cast<int>(blockIdx.x) / tiles;
   const int tile = static_cast<int>(blockIdx.x) - b * tiles;
   const int tid = static_cast<int>(threadIdx.x);
-  const int occ = tile + tiles * tid;
-  const bool live = occ < p.occurrences;
+  // Round r: occurrence tile + tiles * (tid + kThreads * r). Uniform over the CTA (the host keeps
+  // tiles <= occurrences, so every CTA has at least one round).
+  const int per_round = tiles * kThreads;
+  const int rounds = (p.occurrences - tile + per_round - 1) / per_round;
   int32_t* out = p.out + static_cast<int64_t>(b) * p.out_stride;
 
   const int64_t rid = request_slot(p, b);
   if (rid < 0) {  // padding row (or an out-of-range slot): defined outputs, no state touched
-    if (live) out[occ] = kOutUnresolved;
+    for (int occ = tile + tiles * tid; occ < p.occurrences; occ += per_round) out[occ] = kOutUnresolved;
     if (kRecordPlan && tile == 0 && tid == 0) p.miss_count[b] = 0;
     return;
   }
   if (tid == 0) {
-    s_rows = 0;
     s_hits = 0;
     s_pending = 0;
   }
-  __syncthreads();
 
   const int32_t epoch = next_epoch(p.clock[rid * 2]);
   int32_t* counters = p.counters + rid * 4;
   const bool degraded = (counters[kCounterFlags] & kFlagDegraded) != 0;
   const HotView hv = hot_view(p, rid, degraded);
 
-  if (live) {
-    const int step = occ / p.top_k;
-    const int32_t token = p.top_k_tokens[static_cast<int64_t>(b) * p.top_k_stride + occ];
-    const int64_t seq_len = load_index(p.seq_lens, (p.index_i64 >> 1) & 1u, static_cast<int64_t>(b) * p.steps + step);
-    int32_t loc = kOutUnresolved;
-    if (token >= 0 && token < seq_len) {
-      const int32_t tail = token >= seq_len - p.page_size ? tail_lookup(hv, token) : -1;
-      if (tail >= 0) {
-        loc = tail;
-      } else {
-        const int32_t slot = hot_lookup(hv, token);
-        if (slot >= 0) {
-          loc = hv.locs[slot];
-          // Distinct hit slots: the first exchange of a slot in this epoch sees an older value.
-          if (atomicExch(p.ref_epochs + rid * p.hot + slot, epoch) != epoch) atomicAdd(&s_hits, 1);
-        } else {
-          const int64_t src = token < p.max_len ? p.host_cache_locs[rid * p.max_len + token] : -1;
-          if (valid_row(src, p.host_rows)) {
-            const int64_t m = static_cast<int64_t>(p.miss_mask) + 1;
-            const MissResult r = miss_claim(p, p.miss_keys + rid * m, p.miss_vals + rid * m,
-                                            p.miss_order + rid * p.occurrences, counters + kCounterWork, epoch, token);
-            if (r.kind == MissKind::kPending) {
-              loc = kOutPending;
-              s_pending = 1;
-            } else if (r.kind != MissKind::kNone) {
-              if (r.u < p.capacity) {
-                const int32_t row = p.scratch_locs[rid * p.capacity + r.u];
-                const bool ok = valid_row(row, p.device_rows);
-                loc = ok ? row : kOutUnresolved;
-                if (r.kind == MissKind::kClaimed) {
-                  if (ok) {
-                    const uint32_t k = atomicAdd(&s_rows, 1u);
-                    s_src[k] = src;
-                    s_dst[k] = row;
-                  }
-                  if (kRecordPlan) {
-                    p.miss_src[static_cast<int64_t>(b) * p.plan_stride_src + r.u] = src;
-                    p.miss_dst[static_cast<int64_t>(b) * p.plan_stride_dst + r.u] = ok ? row : -1;
-                  }
-                }
-              } else {
-                loc = kOutPending;  // overflow: the commit copies it into a victim's row
-              }
-            }
-          }
-        }
+  for (int r = 0; r < rounds; ++r) {
+    if (tid == 0) s_rows = 0;
+    __syncthreads();  // s_rows reset (and, for r > 0, the previous round's copy done with s_src)
+    const int occ = tile + tiles * (tid + kThreads * r);
+    if (occ < p.occurrences) gather_one<kRecordPlan>(p, hv, rid, b, occ, epoch, counters, out, s_src, s_dst, &s_rows, &s_hits, &s_pending);
+    __syncthreads();
+    if (r == rounds - 1) {
+      if (tid == 0) {
+        if (s_hits != 0) atomicAdd(counters + kCounterUnionHits, s_hits);
+        if (s_pending != 0) atomicOr(counters + kCounterFlags, kFlagPending);
       }
+      // Every CTA past its lookups: the commit may be scheduled (it still waits for our completion).
+      pdl_launch_dependents<kPdl>();
     }
-    out[occ] = loc;
+    block_copy_rows<kThreads, kGatherInFlight>(p.host_cache, p.device_buffer, p.item_size_bytes, s_src, s_dst, s_rows);
+    if (r + 1 < rounds) __syncthreads();
   }
-  __syncthreads();
-  if (tid == 0) {
-    if (s_hits != 0) atomicAdd(counters + kCounterUnionHits, s_hits);
-    if (s_pending != 0) atomicOr(counters + kCounterFlags, kFlagPending);
-  }
-  // Every CTA past its lookups: the commit may be scheduled (it still waits for our completion).
-  pdl_launch_dependents<kPdl>();
-  block_copy_rows<kGatherThreads, kGatherInFlight>(p.host_cache, p.device_buffer, p.item_size_bytes, s_src, s_dst, s_rows);
 }
 
 }  // namespace hisparse::spec
