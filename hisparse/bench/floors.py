@@ -7,7 +7,11 @@
   SAME rows the case copied, per call, replayed through the same timing loop as the case (CUDA graph
   of calls_per_graph calls, L2 flushed between replays). Scattered rows over a large pinned pool
   gather markedly slower than PCIe bandwidth (33-41 vs 49 GB/s measured), so this floor is the
-  fairer one for "how much is left".
+  fairer one for "how much is left". The rows are gathered in host-address order (sorted once, when
+  the floor is built, outside the timed region): which row lands where is all a swap promises, and the
+  order decides the bare gather's speed on scattered rows. Measured on the H200, `serving` batch 64,
+  the rows sequential LRU copies: 27 GB/s shuffled, 36 GB/s in the kernel's order, 48 GB/s sorted
+  (docs/perf-notes.md).
 
 The ratios of a case's median to these floors (and its GB/s) are not stored: they are computed from
 the result when read (hisparse.results.model.derived_figures).
@@ -125,7 +129,8 @@ class _GatherCalls:
 
 
 def gather_calls(records: list[CallRecord]) -> list[list[tuple[Any, Any, Any, Any]]]:
-    """Per call: the rows of all its copies, concatenated per (host, destination buffer) pair."""
+    """Per call: the rows of all its copies, concatenated per (host, destination buffer) pair and
+    sorted by host row (module docstring)."""
     import torch  # noqa: PLC0415
 
     out = []
@@ -138,8 +143,12 @@ def gather_calls(records: list[CallRecord]) -> list[list[tuple[Any, Any, Any, An
             groups.setdefault(key, [c.host_cache, c.dst_buffer, [], []])
             groups[key][2].append(c.src_rows)
             groups[key][3].append(c.dst_rows)
-        out.append([(torch.cat(s).to(torch.int64), torch.cat(d).to(torch.int32), host, buf)
-                    for host, buf, s, d in groups.values()])
+        call = []
+        for host, buf, s, d in groups.values():
+            src, dst = torch.cat(s).to(torch.int64), torch.cat(d).to(torch.int32)
+            order = torch.argsort(src, stable=True)
+            call.append((src[order], dst[order], host, buf))
+        out.append(call)
     return out
 
 

@@ -2,8 +2,8 @@
 // swap is reported against (docs/semantics.md §H1, §H4). Framework-free device code; host entry in
 // csrc/gather_floor.cuh.
 //
-// Fast path (rows 16-B aligned on both sides: item % 16 == 0 and 16-B aligned bases): a flat gather
-// over all n * item/16 chunks of 16 B. Thread g of T takes chunks g, g+T, ..., kLoads of them per
+// Fast path (rows 16-B aligned on both sides: item % 16 == 0 and 16-B aligned bases): each CTA takes
+// a contiguous run of rows and gathers their 16-B chunks flat over its threads, kLoads per thread per
 // round, issuing all kLoads zero-copy loads before the first store. Measured on H200 (576 B rows,
 // 50,048 rows): 49.2 GB/s for this shape vs 40.6 GB/s for a warp-per-row gather, because the number
 // of PCIe reads in flight, not the instruction count, sets the bandwidth; more warps than that did
@@ -36,29 +36,37 @@ constexpr int kGatherMaxBlock = 512;
 template <int kLoads>
 __global__ void __launch_bounds__(kGatherMaxBlock) gather_flat_kernel(const __grid_constant__ GatherParams p) {
   static_assert(kLoads >= 1 && kLoads <= 16, "loads in flight: 1..16");
-  const uint32_t stride = gridDim.x * blockDim.x;
-  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  // CTA c copies the contiguous rows [c * per, (c + 1) * per) of the list: a swap's copy list is
+  // grouped by request, so each SM reads few requests' host regions at a time. (A grid-stride
+  // interleave over the whole list put every SM on rows of all requests at once: 27-30 GB/s on
+  // scattered rows of a 2.8 GB pool against 42-49 GB/s request by request, docs/perf-notes.md.)
   const uint32_t cpr = p.chunks_per_row;
-  for (uint32_t base = g; base < p.total_chunks; base += stride * kLoads) {
+  const uint32_t per = static_cast<uint32_t>((p.n + gridDim.x - 1) / gridDim.x);
+  const uint32_t first = blockIdx.x * per;
+  if (first >= p.n) return;
+  const uint32_t rows = min(per, static_cast<uint32_t>(p.n - first));
+  const uint32_t total = rows * cpr;
+  const int64_t* src_rows = p.src_rows + first;
+  const int32_t* dst_rows = p.dst_rows + first;
+  for (uint32_t base = threadIdx.x; base < total; base += blockDim.x * kLoads) {
     // All kLoads host loads go out before the first store; only the loaded values stay live (the
     // destination is recomputed after, from a device-side index that is cheap to re-read).
     uint4 v[kLoads];
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
-      const uint32_t c = base + j * stride;
-      if (c < p.total_chunks) {
+      const uint32_t c = base + j * blockDim.x;
+      if (c < total) {
         const uint32_t row = c / cpr;
-        v[j] = __ldg(reinterpret_cast<const uint4*>(row_ptr(p.host_cache, p.src_rows[row], p.item_size_bytes)) +
+        v[j] = __ldg(reinterpret_cast<const uint4*>(row_ptr(p.host_cache, src_rows[row], p.item_size_bytes)) +
                      (c - row * cpr));
       }
     }
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
-      const uint32_t c = base + j * stride;
-      if (c < p.total_chunks) {
+      const uint32_t c = base + j * blockDim.x;
+      if (c < total) {
         const uint32_t row = c / cpr;
-        __stcg(reinterpret_cast<uint4*>(row_ptr(p.device_buffer, p.dst_rows[row], p.item_size_bytes)) +
-                   (c - row * cpr),
+        __stcg(reinterpret_cast<uint4*>(row_ptr(p.device_buffer, dst_rows[row], p.item_size_bytes)) + (c - row * cpr),
                v[j]);
       }
     }
