@@ -320,7 +320,10 @@ def test_vs_sglang_config_expands_ours_and_sglangs_side_by_side():
                      "multi_step_planned", "sglang_multi_step_planned"}
     ours = {c.case_id.split("/", 1)[1] for c in exp.cases if c.implementation == "multi_step"}
     theirs = {c.case_id.split("/", 1)[1] for c in exp.cases if c.implementation == "sglang_multi_step"}
-    assert ours == theirs and len(ours) == 2 * 4 * 2 * 2 * 2
+    # {upstream, distinct} x 4 batches x steps {2, 4} x hot {4096, 32768} x {576, 656} B, plus the
+    # serving slice (4 batches at steps 4, hot 4096, 576 B)
+    assert ours == theirs and len(ours) == 2 * 4 * 2 * 2 * 2 + 4
+    assert {c.workload for c in exp.cases} == {"serving", "upstream", "distinct"}
     assert {c.batch for c in exp.cases} == {1, 8, 32, 64}
 
 
