@@ -4,7 +4,9 @@
 Rows 16-B aligned on both sides (item % 16 == 0, 16-B aligned buffers) take a flat gather of 16-byte
 chunks with ``loads_in_flight`` zero-copy loads per thread before the first store (49 GB/s against a
 warp-per-row gather's 40 GB/s on H200, docs/semantics.md §H1); anything else takes the byte-exact warp copy.
-``num_blocks=None`` = 4 CTAs per SM (528 on H200), never more than the rows need.
+``num_blocks=None`` = 4 CTAs per SM (528 on H200), never more than the rows need; each CTA gathers a
+contiguous run of the row list (callers that want the best bare gather pass rows sorted by host row:
+hisparse/bench/floors.py does).
 
 Same keyword-only arguments as the reference floor (``hisparse.kernels.reference.bytes.copy_rows`` in
 gather_floor's signature) plus the tuning knobs and ``debug`` (one table: hisparse/kernels/signature.py). Returns None; no sync, no allocation,
