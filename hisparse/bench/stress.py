@@ -311,18 +311,34 @@ class StressReport:
     def to_dict(self) -> dict[str, Any]:
         return {"results": [r.to_dict() for r in self.results]}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "StressReport":
+        """The report of a ``check --json`` file (complete or not); raises ValueError naming what is wrong."""
+        rows = data.get("results") if isinstance(data, dict) else None
+        if not isinstance(rows, list):
+            raise ValueError("not a check report: no 'results' list")
+        try:
+            return cls([StressResult(**{**r, "kinds": tuple(r.get("kinds", ()))}) for r in rows])
+        except TypeError as e:
+            raise ValueError(f"not a check report: {e}") from None
+
 
 def run_all(implementations: tuple[str, ...], cases: list[StressCase], backend: Any, *,
-            isolate: bool | None = None, progress: Any = None) -> StressReport:
+            isolate: bool | None = None, progress: Any = None,
+            done: list[StressResult] | None = None) -> StressReport:
     """Every (implementation, case). ``isolate`` (default: on a kernel backend): every job runs in a
     worker process (hisparse/bench/isolate.py; ours too: dense 100-byte rows are misaligned for 16-byte
-    loads), so a CUDA fault is recorded as ``fault`` and the rest goes on in a fresh worker."""
+    loads), so a CUDA fault is recorded as ``fault`` and the rest goes on in a fresh worker.
+    ``done``: results of an earlier, interrupted run (``check --resume``): those cells are kept, not re-run."""
     isolate = getattr(backend, "is_kernel", False) if isolate is None else isolate
-    report = StressReport()
+    report = StressReport(list(done or []))
+    finished = {(r.implementation, r.case_id) for r in report.results}
     worker = None
     try:
         for impl in implementations:
             for case in cases:
+                if (impl, case.case_id) in finished:
+                    continue
                 if isolate and prune(impl, case) is None:
                     if worker is None:
                         from hisparse.bench.isolate import Worker  # noqa: PLC0415

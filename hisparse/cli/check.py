@@ -11,6 +11,32 @@ from hisparse import env
 from hisparse.files import write_json_atomic
 
 
+def _earlier_results(json_out: str | None, resume: bool, backend: str) -> list:
+    """The cells of an earlier run to keep (``--resume``); refuses to mix backends or to overwrite
+    a finished report without --resume."""
+    import json
+
+    from hisparse.bench import stress
+
+    if json_out is None:
+        if resume:
+            raise click.UsageError("--resume needs --json FILE (the report to continue)")
+        return []
+    path = Path(json_out)
+    if not path.exists():
+        return []
+    if not resume:
+        raise click.UsageError(f"--json {json_out}: the file exists; pass --resume to continue it, or another name")
+    try:
+        data = json.loads(path.read_text())
+        report = stress.StressReport.from_dict(data)
+    except (OSError, ValueError) as e:
+        raise click.UsageError(f"--json {json_out}: cannot resume from it ({e})") from None
+    if data.get("backend") != backend:
+        raise click.UsageError(f"--json {json_out}: written by backend {data.get('backend')!r}, this run is {backend!r}")
+    return [r for r in report.results if r.status != "fault"]  # a worker death is worth another try
+
+
 def _multi_step_names() -> list[str]:
     from hisparse.bench import implementations
 
@@ -33,13 +59,16 @@ def _multi_step_names() -> list[str]:
 @click.option("--top-k", "top_k", type=click.IntRange(1, 8192), default=2048, show_default=True)
 @click.option("--batch", type=click.IntRange(1, 64), default=2, show_default=True)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the results as JSON here.")
+              help="Also write the results as JSON here, after every cell (a cut run keeps what finished; "
+                   "\"complete\": false until the last cell).")
+@click.option("--resume", is_flag=True,
+              help="With --json: keep the cells already in that file and run only the others.")
 @click.option("--sglang-src", type=click.Path(exists=True, file_okay=False), default=None,
               help="sglang checkout or unpacked wheel (default: HISPARSE_SGLANG_SRC, else an installed sglang).")
 @click.pass_context
 def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: tuple[int, ...],
           hots: tuple[int, ...], items: tuple[int, ...], layouts: tuple[str, ...], top_k: int, batch: int,
-          json_out: str | None, sglang_src: str | None) -> None:
+          json_out: str | None, resume: bool, sglang_src: str | None) -> None:
     """Run the stress sequences and print implementation x case -> pass or the first failure.
 
     Exit status: 0 when nothing failed (pruned and skipped cells are not failures), 1 when a call
@@ -60,15 +89,21 @@ def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: 
              for s in (steps or stress.STEPS) for h in (hots or stress.HOT_SIZES)
              for i in (items or stress.ITEM_SIZES) for layout in (layouts or stress.LAYOUTS)]
     names = tuple(impls) or stress.multi_step_implementations()
-    click.echo(f"{len(names)} implementation(s) x {len(cases)} stress case(s) on backend {backend.name}")
+    done = _earlier_results(json_out, resume, backend.name)
+    click.echo(f"{len(names)} implementation(s) x {len(cases)} stress case(s) on backend {backend.name}"
+               + (f"; {len(done)} cell(s) kept from {json_out}" if done else ""))
+    partial = stress.StressReport(list(done))
 
     def progress(r: stress.StressResult) -> None:
         click.echo(f"  {r.implementation} {r.case_id}: {r.cell}")
+        if json_out is not None:
+            partial.results.append(r)
+            write_json_atomic(json_out, {"backend": backend.name, "complete": False, **partial.to_dict()})
 
-    report = stress.run_all(names, cases, backend, progress=progress)
+    report = stress.run_all(names, cases, backend, progress=progress, done=done)
     click.echo("")
     click.echo(report.table())
     if json_out is not None:
-        write_json_atomic(json_out, {"backend": backend.name, **report.to_dict()})
+        write_json_atomic(json_out, {"backend": backend.name, "complete": True, **report.to_dict()})
         click.echo(f"\nresults: {json_out}")
     ctx.exit(1 if report.failed else 0)

@@ -143,3 +143,72 @@ def test_isolated_jobs_run_in_a_worker_with_the_same_result():
     report = stress.run_all(("multi_step",), [TINY], REF, isolate=True)
     (result,) = report.results
     assert (result.status, result.calls) == ("pass", 7) and result.kinds == stress.run_stress("multi_step", TINY, REF).kinds
+
+
+# ---- `check --json` after every cell, and `--resume` -------------------------------------------------
+_TINY_ARGS = ["check", "--backend", "reference", "-i", "multi_step", "--steps", "4", "--hot", "384", "--item", "584",
+              "--top-k", "128", "--batch", "1"]  # two cells: dense and aligned16
+
+
+def _cells(path):
+    import json
+
+    data = json.loads(path.read_text())
+    return data["complete"], [(r["implementation"], r["case_id"], r["status"]) for r in data["results"]]
+
+
+_RUN_STRESS = stress.run_stress  # the real one, whatever a test has patched in since
+
+
+def _interrupt_at(n: int, seen: list):
+    """run_stress that records each cell and raises KeyboardInterrupt (what a time limit or Ctrl-C
+    does mid-run) at the n-th; 0 = never."""
+    real = _RUN_STRESS
+
+    def run(impl, case, backend):
+        seen.append(case.case_id)
+        if len(seen) == n:
+            raise KeyboardInterrupt
+        return real(impl, case, backend)
+
+    return run
+
+
+def test_check_json_keeps_the_cells_finished_before_an_interruption(tmp_path, monkeypatch):
+    out = tmp_path / "stress.json"
+    seen: list = []
+    monkeypatch.setattr(stress, "run_stress", _interrupt_at(2, seen))
+    CliRunner().invoke(main, _TINY_ARGS + ["--json", str(out)])
+    complete, cells = _cells(out)
+    assert not complete and cells == [("multi_step", seen[0], "pass")]
+
+
+def test_check_resume_runs_only_the_missing_cells(tmp_path, monkeypatch):
+    out = tmp_path / "stress.json"
+    first: list = []
+    monkeypatch.setattr(stress, "run_stress", _interrupt_at(2, first))
+    CliRunner().invoke(main, _TINY_ARGS + ["--json", str(out)])
+    assert len(_cells(out)[1]) == 1
+
+    again: list = []
+    monkeypatch.setattr(stress, "run_stress", _interrupt_at(0, again))
+    res = CliRunner().invoke(main, _TINY_ARGS + ["--json", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    assert again == [first[1]]  # the finished cell was not run again
+    complete, cells = _cells(out)
+    assert complete and [c[1] for c in cells] == first and {c[2] for c in cells} == {"pass"}
+    assert "1 cell(s) kept from" in res.output
+
+
+def test_check_refuses_to_overwrite_a_report_or_mix_backends(tmp_path):
+    out = tmp_path / "stress.json"
+    out.write_text('{"backend": "cuda", "complete": true, "results": []}')
+    res = CliRunner().invoke(main, _TINY_ARGS + ["--json", str(out)])
+    assert res.exit_code == 2 and "pass --resume to continue it" in res.output
+    res = CliRunner().invoke(main, _TINY_ARGS + ["--json", str(out), "--resume"])
+    assert res.exit_code == 2 and "written by backend 'cuda', this run is 'reference'" in res.output
+    out.write_text('{"results": "no"}')
+    res = CliRunner().invoke(main, _TINY_ARGS + ["--json", str(out), "--resume"])
+    assert res.exit_code == 2 and "cannot resume from it (not a check report" in res.output
+    res = CliRunner().invoke(main, _TINY_ARGS + ["--resume"])
+    assert res.exit_code == 2 and "--resume needs --json FILE" in res.output
