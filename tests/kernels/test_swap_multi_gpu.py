@@ -37,6 +37,7 @@ from hisparse.kernels.reference.invariants import check_multi_step, snapshot
 from hisparse.kernels.scenarios import (EXTRA_PAGE_DRAFT_OFFSETS, build_case, glm52_native_context_case,
                                                  speculative_extra_page_case, token_words)
 from hisparse.kernels.state import MultiStepState, multi_step_sizes, new_multi_step_state
+from _topk import within_contract
 from _gpu import GPU_ONLY, ITEM_SIZES
 
 pytestmark = GPU_ONLY
@@ -129,7 +130,7 @@ class Spec:
                 f"-p{self.page}-{self.mix}-c{self.calls}-pdl{int(self.pdl)}")
 
 
-_MIX = {  # probabilities: resident, recent (often a miss), repeat of an earlier entry, draft, invalid
+_MIX = {  # probabilities: resident, recent (often a miss), repeat of an earlier entry, draft, padding (-1)
     "union": (0.75, 0.12, 0.08, 0.02, 0.03),
     "approx": (0.15, 0.65, 0.12, 0.03, 0.05),
     "mixed": (0.45, 0.35, 0.12, 0.03, 0.05),
@@ -345,8 +346,9 @@ class World:
                 row = torch.where(kind == 2, earlier[self._rand(earlier.numel(), s.top_k)], row)
                 if tail.numel():
                     row = torch.where(kind == 3, tail[self._rand(tail.numel(), s.top_k)], row)
-                invalid = torch.where(self._rand(2, s.top_k) == 0, -1, length + self._rand(50, s.top_k))
-                out[b, st] = torch.where(kind == 4, invalid, row)
+                # "invalid" is padding now, and the row is made to satisfy the top-k contract
+                # (tests/_topk.py): a repeat within the step or an entry past a short context -> -1.
+                out[b, st] = within_contract(torch.where(kind == 4, -1, row), length)
         kw["top_k_tokens"].copy_(out.to(torch.int32).to(self.device))
 
 
@@ -555,7 +557,7 @@ def test_single_step_and_small_hot_by_hand():
     tail = torch.tensor([[20, -1]], dtype=torch.int32)
     host = torch.ones((1, 32), dtype=torch.bool)
     host[0, 15] = False
-    top_k = torch.tensor([[[3, 20, 15, 12], [12, -1, 25, 13]]], dtype=torch.int32)
+    top_k = torch.tensor([[[3, 20, 15, 12], [12, -1, -1, 13]]], dtype=torch.int32)  # -1: padding (twice)
     kw = to_gpu(build_case(top_k, torch.tensor([21, 21]), hot=8, page=2, max_len=32, words=3, tail_tokens=tail,
                            host_tokens=host, record_plan=True).kwargs)
     check_call(kw, label="small union")

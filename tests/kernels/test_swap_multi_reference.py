@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from _topk import within_contract
+
 from hisparse.errors import InputError
 from hisparse.kernels.reference.bytes import as_rows
 from hisparse.kernels.reference.copy_planned import copy_planned
@@ -242,13 +244,13 @@ def test_small_union_case_by_hand():
     holds token 20 (row 8); token 15 has no host row; seq_len 21 in both steps.
     step 0 [3, 20, 15, 12]: 3 hot hit (row 3); 20 >= 21-2 found in the extra page (row 8); 15 not
     resident and not on host (-1, not counted); 12 miss u=0 -> scratch row 0 = row 10.
-    step 1 [12, -1, 25, 13]: 12 same row 10; -1 and 25 (>= seq_len) invalid; 13 miss u=1 -> row 11.
+    step 1 [12, -1, -1, 13]: 12 same row 10; -1 padding (twice: -1 may repeat); 13 miss u=1 -> row 11.
     Commit: 2 misses + 1 hit <= 8, union CLOCK, epoch 1, cursor 0. cidx 0 samples slots 0,2,4,6,
     cidx 1 slots 1,3,5,7 (partition size 4); all unprotected with age 1 -> victims 0 and 1."""
     tail = torch.tensor([[20, -1]], dtype=torch.int32)
     host = torch.ones((1, 32), dtype=torch.bool)
     host[0, 15] = False
-    top_k = torch.tensor([[[3, 20, 15, 12], [12, -1, 25, 13]]], dtype=torch.int32)
+    top_k = torch.tensor([[[3, 20, 15, 12], [12, -1, -1, 13]]], dtype=torch.int32)
     case = build_case(top_k, torch.tensor([21, 21]), hot=8, page=2, max_len=32, words=3, tail_tokens=tail,
                       host_tokens=host, record_plan=True)
     stats = _run_checked(case)
@@ -474,8 +476,9 @@ def _tail_slots(g, w: Workload, seq: list[int]) -> torch.Tensor:
 
 
 def _draw_top_k(g, w: Workload, seq: list[int], rids: list[int], dbt: torch.Tensor) -> torch.Tensor:
-    """Per entry one of: resident token, recent position, repeat of an earlier entry, draft token,
-    invalid (-1 or >= seq_len)."""
+    """Per entry one of: resident token, recent position, repeat of an earlier step's entry, draft
+    token, padding (-1); then made to satisfy the top-k contract (tests/_topk.py: an entry out of
+    range, past a short context or repeating one of its own step becomes -1)."""
     out = torch.empty((w.batch, w.steps, w.top_k), dtype=torch.int64)
     for b, rid in enumerate(rids):
         held = dbt[rid].to(torch.int64)
@@ -488,8 +491,8 @@ def _draw_top_k(g, w: Workload, seq: list[int], rids: list[int], dbt: torch.Tens
             row = torch.where(kind < (1 if w.miss_heavy else 4), pick, recent)
             prev = out[b, :s].reshape(-1) if s else row
             row = torch.where(kind == 8, prev[_randint(g, 0, prev.numel(), w.top_k)], row)
-            row = torch.where(kind == 9, torch.where(_randint(g, 0, 2, w.top_k) == 0, -1, L + _randint(g, 0, 50, w.top_k)), row)
-            out[b, s] = row
+            row = torch.where(kind == 9, -1, row)
+            out[b, s] = within_contract(row, L)
     return out.to(torch.int32)
 
 
@@ -562,3 +565,42 @@ def test_checker_catches_an_entry_moved_to_a_foreign_row(w, pick):
         expect_any = True
     got = check_multi_step(inputs=case.kwargs, before=before, after=snapshot(case.kwargs))
     assert bool(got) == expect_any
+
+
+# ---- the top-k contract both swaps share (docs/design.md; test_swap_single_reference.py has the
+# single-step side of the same cases) ---------------------------------------------------------------
+def _top_k_case(step1: list[int], seq_len: int = 256):
+    """Two steps of top-k 4 at seq_len 256 (HOT 64): step 0 four fresh tokens, step 1 ``step1``."""
+    top_k = torch.tensor([[[100, 101, 102, 103], step1]], dtype=torch.int32)
+    return build_case(top_k, torch.tensor([seq_len, seq_len]), hot=64, page=4, max_len=256, words=2)
+
+
+@pytest.mark.parametrize("step1,words", [
+    ([110, 111, 110, 112], "row 0, step 1 repeats token 110"),
+    ([110, 256, 111, 112], r"row 0, step 1 entry 1 must be -1 \(padding\) or a token in \[0, seq_len=256\), got 256"),
+    ([110, -2, 111, 112], r"row 0, step 1 entry 1 .* got -2"),
+], ids=["duplicate in a step", "token >= seq_len", "below -1"])
+def test_top_k_contract_violations_are_rejected_before_anything_is_written(step1, words):
+    case = _top_k_case(step1)
+    before = {k: v.clone() for k, v in case.kwargs.items() if isinstance(v, torch.Tensor)}
+    with pytest.raises(InputError, match=f"top_k_tokens: {words}"):
+        swap_multi_step(**case.kwargs)
+    for k, v in before.items():
+        assert torch.equal(v, case.kwargs[k]), k
+
+
+def test_top_k_contract_short_context_puts_its_tokens_first():
+    top_k = torch.tensor([[[0, 1, -1, -1], [0, 2, -1, 1]]], dtype=torch.int32)  # seq_len 3: index 3 must be -1
+    case = build_case(top_k, torch.tensor([3, 3]), hot=64, page=4, max_len=256, words=2)
+    with pytest.raises(InputError, match=r"row 0, step 1 has seq_len 3 < top_k, so its entries from index 3 on "
+                                         r"must be -1 \(padding\); entry 3 is 1"):
+        swap_multi_step(**case.kwargs)
+
+
+def test_top_k_contract_padding_and_repeats_across_steps():
+    """-1 may repeat and comes back -1 without counting; a token in two steps shares one row."""
+    case = _top_k_case([100, -1, -1, 110])
+    stats = _run_checked(case)
+    out = _out(case)[0]
+    assert out[1].tolist()[1:3] == [-1, -1] and out[1, 0] == out[0, 0]
+    assert stats.requests[0].unique_misses == 5  # 100..103 and 110

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from hisparse.errors import InputError
+from _topk import within_contract
 from _gpu import GPU_ONLY, ITEM_SIZES, capture_allocation
 
 pytestmark = GPU_ONLY
@@ -184,9 +185,11 @@ def make_workload(s: Spec, device: str = "cuda") -> Workload:
             seq_len = int(torch.randint(1, hot + 1, (1,), generator=g))
             seq_lens[b] = seq_len
             tokens[rid] = torch.randint(-1, 1 << 20, (width,), generator=g)
+            # Slot positions (extra page included), 10% padding, within the top-k contract
+            # (tests/_topk.py): repeats and entries past a short context become -1.
             row = torch.randint(0, width, (k,), generator=g)
             row[torch.rand(k, generator=g) < 0.1] = -1
-            top_k[b] = row
+            top_k[b] = within_contract(row, seq_len, limit=width)
     max_len = int(seq_lens[:n_real].max()) + 1 if n_real else 1  # padding rows' garbage sizes nothing
 
     host_rows = 64 + min(2 * bs * k, 4096)  # tokens share host rows at random; 4 MB of bytes at most
@@ -508,7 +511,7 @@ def test_fast_path_indexes_slots_directly_and_mutates_nothing(seq_dtype, idx_dty
 
 def test_fast_path_overwrites_stale_output_beyond_seq_len_and_for_minus_one():
     w = World()
-    kw = call_both(w, [[1, -1, 2, 3]], [2])
+    kw = call_both(w, [[1, -1, -1, -1]], [2])  # seq_len 2 < top_k 4: the contract pads from index 2 on
     assert kw["top_k_device_locs"].tolist() == [[7, -1, -1, -1]]
 
 

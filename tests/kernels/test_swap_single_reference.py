@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from _topk import within_contract
+
 from hisparse.errors import InputError
 from hisparse.kernels.reference.swap_single import swap_single_step
 from hisparse.kernels.validation.swap_single import SwapSingleShape, check_swap_single_inputs
@@ -124,10 +126,22 @@ def test_fast_path_indexes_slots_directly_and_mutates_nothing(seq_dtype, idx_dty
     assert kw["miss_count"].tolist() == [0] and stats.paths == ("fast",)
 
 
-def test_fast_path_writes_minus_one_past_seq_len_and_for_minus_one_tokens():
+def test_fast_path_writes_minus_one_for_padding():
     w = World()
-    kw, _ = w.call([[1, -1, 3, 0]], [2])  # entries 2 and 3 lie past seq_len=2
+    kw, _ = w.call([[1, -1, -1, -1]], [2])  # seq_len 2 < top_k 4: entries from index 2 on are padding
     assert kw["top_k_device_locs"].tolist() == [[7, -1, -1, -1]]
+
+
+def test_long_row_padding_is_neither_a_hit_nor_a_miss():
+    """-1 is padding on the long path too (the one top-k contract of both swaps): its output is -1
+    and the swap is the one of the row without it."""
+    w, twin = World(), World()
+    kw, stats = w.call([[4, -1, 6]], [8])
+    kw_twin, stats_twin = twin.call([[4, 6]], [8])
+    assert kw["top_k_device_locs"].tolist()[0][1] == -1
+    assert [kw["top_k_device_locs"].tolist()[0][i] for i in (0, 2)] == kw_twin["top_k_device_locs"].tolist()[0]
+    assert (stats.hits, stats.misses) == (stats_twin.hits, stats_twin.misses) == ((1,), (1,))
+    assert torch.equal(w.lru, twin.lru) and torch.equal(w.tokens, twin.tokens)
 
 
 def test_newest_token_needs_no_host_row_and_no_slot():
@@ -279,7 +293,8 @@ def workloads(draw):
         elif kinds[b] == "fast":
             seq_len = rnd.randint(0, hot)
             tokens[rid, :seq_len] = torch.arange(seq_len, dtype=torch.int32)
-            queries.append([rnd.randint(-1, width - 1) for _ in range(k)])
+            drawn = torch.tensor([rnd.randint(-1, width - 1) for _ in range(k)])
+            queries.append(within_contract(drawn, seq_len, limit=width).tolist())
             seq_lens.append(seq_len)
         else:
             seq_len = hot + 1 + (2**20 + rnd.randrange(2**16) if big else rnd.randrange(40))
@@ -465,9 +480,9 @@ BAD_INPUTS = {
     "narrow plan": (_set(miss_src=torch.zeros(1, 2, dtype=torch.int64)), ["miss_src"]),
     "plan row strides": (_set(miss_dst=torch.zeros(1, 6, dtype=torch.int32)[:, :3]), ["miss_dst", "row stride"]),
     # content contract (long path unless stated)
-    "duplicate top-k": (_set(top_k_tokens=torch.tensor([[4, 4, 7]], dtype=torch.int32)), ["top_k_tokens", "row 0", "unique", "4 repeats"]),
+    "duplicate top-k": (_set(top_k_tokens=torch.tensor([[4, 4, 7]], dtype=torch.int32)), ["top_k_tokens", "row 0", "unique", "repeats token 4"]),
     "top-k >= seq_len": (_set(top_k_tokens=torch.tensor([[4, 8, 7]], dtype=torch.int32)), ["top_k_tokens", "row 0", "got 8"]),
-    "top-k -1 when long": (_set(top_k_tokens=torch.tensor([[4, -1, 7]], dtype=torch.int32)), ["top_k_tokens", "got -1"]),
+    "top-k -2 when long": (_set(top_k_tokens=torch.tensor([[4, -2, 7]], dtype=torch.int32)), ["top_k_tokens", "-1 (padding)", "got -2"]),
     "miss without host row": (lambda w, kw: w.hcl.__setitem__((0, 6), -1), ["host_cache_locs", "token 6", "got -1"]),
     "host row past host_cache": (lambda w, kw: w.hcl.__setitem__((0, 6), 64), ["host_cache_locs", "host_rows=64", "got 64"]),
     "rid out of range": (_set(req_pool_indices=torch.tensor([2])), ["req_pool_indices", "row 0", "got 2"]),
@@ -475,7 +490,9 @@ BAD_INPUTS = {
     "lru not a permutation": (lambda w, kw: w.lru.__setitem__(0, torch.tensor([0, 0, 2, 3])), ["lru_slots", "row 0", "permutation"]),
     "token resident twice": (lambda w, kw: w.tokens.__setitem__((0, 1), 2), ["device_buffer_tokens", "token 2"]),
     "device row past buffer": (lambda w, kw: w.locs.__setitem__((0, 1), 1000), ["device_buffer_locs", "slot 1", "got 1000"]),
-    "fast token past table": (_set(top_k_tokens=torch.tensor([[9, 0, 1]], dtype=torch.int32), seq_lens=torch.tensor([3])), ["top_k_tokens", "got 9"]),
+    "fast token past table": (_set(top_k_tokens=torch.tensor([[9, 0, 1]], dtype=torch.int32), seq_lens=torch.tensor([3])), ["top_k_tokens", "hot_buffer_size + page_size=", "got 9"]),
+    "fast entry past a short context": (_set(top_k_tokens=torch.tensor([[1, -1, 0]], dtype=torch.int32), seq_lens=torch.tensor([2])), ["top_k_tokens", "from index 2 on must be -1", "entry 2 is 0"]),
+    "fast duplicate": (_set(top_k_tokens=torch.tensor([[1, 1, -1]], dtype=torch.int32), seq_lens=torch.tensor([3])), ["top_k_tokens", "repeats token 1"]),
 }
 
 

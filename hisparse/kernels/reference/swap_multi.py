@@ -198,6 +198,10 @@ def swap_multi_step(kw: Bound) -> SwapMultiStats:
     """Multi-step swap, in place (see module doc). ``pdl`` is accepted and ignored.
 
     Padding rows (b >= num_real_reqs[0]) get outputs -1 and miss_count 0; their state is untouched.
+
+    The top-k contract of both swaps (docs/design.md "The top-k contract") is checked on every call:
+    -1 is padding; other tokens in [0, seq_len) of their step (a short single-step row: its slot
+    table); tokens first in a short row; unique within a step. A violation raises InputError.
     """
     shape = check_swap_multi_contract(**kw)
     n_real = int(kw.num_real_reqs[0])

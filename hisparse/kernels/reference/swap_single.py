@@ -88,10 +88,11 @@ def swap_long_row(
     out = torch.full((k,), -1, dtype=torch.int64)
     newest = tok == seq_len - 1
     out[newest] = locs[hot]
+    padding = tok < 0  # -1 entries: output -1, never looked up, never a miss (the kernel's step 4)
     lru_tok = slot_tokens[lru]  # token of each slot, in LRU order
-    hit, hit_idx = _hit_entries(tok, ~newest, lru_tok)
+    hit, hit_idx = _hit_entries(tok, ~newest & ~padding, lru_tok)
     out[hit_idx] = locs[lru[hit]]
-    resolved = newest.clone()
+    resolved = newest | padding
     resolved[hit_idx] = True
     miss_idx = torch.nonzero(~resolved).flatten()  # misses in top-k index order
     evictable, hit_slots = lru[~hit], lru[hit]
@@ -192,6 +193,10 @@ def swap_single_step(kw: Bound) -> SwapStats:
 
     Always runs the full input contract first (``check_swap_single_contract``), so a call the kernel
     would silently get wrong raises InputError here instead, and nothing is written.
+
+    The top-k contract of both swaps (docs/design.md "The top-k contract") is checked on every call:
+    -1 is padding; other tokens in [0, seq_len) of their step (a short single-step row: its slot
+    table); tokens first in a short row; unique within a step. A violation raises InputError.
     """
     shape = check_swap_single_contract(**kw)
     plan, stats = _plan_call(kw, shape)

@@ -110,3 +110,43 @@ def item_rows(name: str, t: torch.Tensor, item_size_bytes: int, *, device: torch
     if rows == 0:
         raise InputError(f"{name}: holds {nbytes} bytes, fewer than one item of {item_size_bytes} bytes")
     return rows
+
+
+def check_top_k_rows(tokens: torch.Tensor, seq_lens: torch.Tensor, where, *,
+                     slot_table: torch.Tensor | None = None) -> None:
+    """The one top-k contract of both swaps (docs/design.md, "The top-k contract"), on CPU int64
+    rows ``tokens`` [n, K] (one row per request and step) with their ``seq_lens`` [n]:
+
+    - every entry is -1 (padding: its output is -1 and it changes nothing) or a token in [0, seq_len);
+      where ``slot_table`` [n] is given (> 0), a row addresses slots directly (the single-step swap's
+      short requests, seq_len <= hot_buffer_size: upstream's 1:1 positions, extra page included) and
+      its range is [0, slot_table) instead;
+    - a row of a context shorter than top_k has its tokens first: entries from index seq_len on are -1;
+    - a token appears at most once in a row (the multi-step swap's steps may repeat each other's
+      tokens: the repeats share one row).
+
+    ``where(r)`` names row r in the message ("row 3" or "row 3, step 1")."""
+    if tokens.numel() == 0:
+        return
+    seq = seq_lens.to(torch.int64).unsqueeze(1)
+    direct = torch.zeros_like(seq, dtype=torch.bool) if slot_table is None else (slot_table.unsqueeze(1) > 0)
+    limit = seq if slot_table is None else torch.where(direct, slot_table.to(torch.int64).unsqueeze(1), seq)
+    pad = tokens == -1
+    bad = ~pad & ((tokens < 0) | (tokens >= limit))
+    if bool(bad.any()):
+        r, i = (int(x) for x in torch.nonzero(bad)[0])
+        bound = (f"hot_buffer_size + page_size={int(limit[r, 0])} (seq_len {int(seq[r, 0])} <= hot_buffer_size: "
+                 f"slots addressed directly)" if bool(direct[r, 0]) else f"seq_len={int(seq[r, 0])}")
+        raise InputError(f"top_k_tokens: {where(r)} entry {i} must be -1 (padding) or a token in [0, {bound}), "
+                         f"got {int(tokens[r, i])}")
+    past = ~pad & (torch.arange(tokens.shape[1]).unsqueeze(0) >= seq)
+    if bool(past.any()):
+        r, i = (int(x) for x in torch.nonzero(past)[0])
+        raise InputError(f"top_k_tokens: {where(r)} has seq_len {int(seq[r, 0])} < top_k, so its entries from "
+                         f"index {int(seq[r, 0])} on must be -1 (padding); entry {i} is {int(tokens[r, i])}")
+    srt = torch.sort(tokens, dim=1).values
+    dup = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
+    if bool(dup.any()):
+        r, j = (int(x) for x in torch.nonzero(dup)[0])
+        raise InputError(f"top_k_tokens: {where(r)} repeats token {int(srt[r, j])}; a step's tokens must be unique "
+                         f"(-1 may repeat)")

@@ -26,6 +26,7 @@ from hisparse.kernels.validation.common import (
     check_plan,
     check_same_row_stride,
     check_tensor,
+    check_top_k_rows,
     item_rows,
 )
 
@@ -161,6 +162,13 @@ def _check_request_slots(req_pool_indices: torch.Tensor, n_real: int, r: int) ->
     return rids
 
 
+def _check_top_k(kw: dict, shape: SwapMultiShape, n: int) -> None:
+    """The top-k contract both swaps share (validation/common.py check_top_k_rows), per request and step."""
+    tok = kw["top_k_tokens"][:n].reshape(n * shape.steps, shape.top_k).cpu().to(torch.int64)
+    seq = kw["seq_lens"][: n * shape.steps].cpu().to(torch.int64)
+    check_top_k_rows(tok, seq, lambda r: f"row {r // shape.steps}, step {r % shape.steps}")
+
+
 def _check_referenced_host_rows(kw: dict, shape: SwapMultiShape, rids: torch.Tensor) -> None:
     n = rids.numel()
     tok = kw["top_k_tokens"][:n].reshape(n, shape.occurrences).to(torch.int64)
@@ -202,7 +210,11 @@ def _check_device_rows(kw: dict, shape: SwapMultiShape, rids: torch.Tensor) -> N
 
 @keyword_op("swap_multi")
 def check_swap_multi_contract(kwargs: Bound) -> SwapMultiShape:
-    """Value checks that need a host sync. Raises InputError."""
+    """Value checks that need a host sync (``debug=True``, and every reference call). Raises InputError.
+
+    The top-k contract both swaps share (``check_top_k_rows``: each step's entries -1 or a token in
+    [0, seq_len of that step), tokens first, unique within the step); real rows on distinct request
+    slots; every valid token's host row inside host_cache; device rows inside device_buffer."""
     shape = check_swap_multi_inputs(**kwargs)
     n_real = int(kwargs["num_real_reqs"][0])
     if not 0 <= n_real <= shape.batch:
@@ -210,6 +222,7 @@ def check_swap_multi_contract(kwargs: Bound) -> SwapMultiShape:
     rids = _check_request_slots(kwargs["req_pool_indices"], n_real, shape.num_req_slots)
     if n_real == 0:
         return shape
+    _check_top_k(kwargs, shape, n_real)
     _check_referenced_host_rows(kwargs, shape, rids)
     _check_device_rows(kwargs, shape, rids)
     return shape

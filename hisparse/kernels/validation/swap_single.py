@@ -15,7 +15,14 @@ import torch
 from hisparse.errors import InputError
 from hisparse.kernels import limits
 from hisparse.kernels.signature import Bound, keyword_op
-from hisparse.kernels.validation.common import check_int, check_plan, check_same_row_stride, check_tensor, item_rows
+from hisparse.kernels.validation.common import (
+    check_int,
+    check_plan,
+    check_same_row_stride,
+    check_tensor,
+    check_top_k_rows,
+    item_rows,
+)
 
 # lru_slots is int16; docs/semantics.md (§2.3) bounds HOT by the int16 maximum.
 MAX_HOT_BUFFER_SIZE_SINGLE = limits.MAX_LRU_HOT_BUFFER_SIZE
@@ -124,8 +131,9 @@ def check_swap_single_contract(t: Bound) -> SwapSingleShape:
     argument, the batch row and the offending value:
     - ``num_real_reqs[0]`` in [0, batch]; real rows' ``req_pool_indices`` in [0, num_req_slots);
     - long rows (seq_len > hot_buffer_size) use distinct request slots (they mutate them);
-    - fast rows: top-k tokens index inside the padded slot table;
-    - long rows: top-k tokens unique and in [0, seq_len); ``lru_slots`` row a permutation; no top-k
+    - the top-k contract of both swaps (``check_top_k_rows``: -1 or a token in [0, seq_len), tokens
+      first, unique; a short row's tokens address its slots, [0, hot_buffer_size + page_size));
+    - long rows: ``lru_slots`` row a permutation; no top-k
       token (but the newest) held by two hot slots; hot slots hold device rows in [0, device_rows);
       every miss (not resident, not the newest token) has a host row in [0, host_rows).
     """
@@ -142,25 +150,14 @@ def check_swap_single_contract(t: Bound) -> SwapSingleShape:
             f"req_pool_indices: row {b} must be in [0, num_req_slots={shape.num_req_slots}), got {int(rids[b])}"
         )
     tokens = t["top_k_tokens"][:n].cpu().to(torch.int64)
+    short = seq <= shape.hot_buffer_size
+    width = shape.hot_buffer_size + shape.page_size
+    check_top_k_rows(tokens, seq, lambda b: f"row {b}", slot_table=torch.where(short, width, 0))
     long_rows = [b for b in range(n) if int(seq[b]) > shape.hot_buffer_size]
-    _check_fast_rows(tokens, seq, [b for b in range(n) if int(seq[b]) <= shape.hot_buffer_size], shape)
     _check_distinct_slots(rids, long_rows)
     for b in long_rows:
         _check_long_row(t, b, int(rids[b]), int(seq[b]), tokens[b], shape)
     return shape
-
-
-def _check_fast_rows(tokens: torch.Tensor, seq: torch.Tensor, rows: list[int], shape: SwapSingleShape) -> None:
-    width = shape.hot_buffer_size + shape.page_size
-    for b in rows:
-        used = tokens[b, : max(0, min(int(seq[b]), shape.top_k))]
-        bad = used >= width
-        if bool(bad.any()):
-            i = int(torch.nonzero(bad)[0])
-            raise InputError(
-                f"top_k_tokens: row {b} (seq_len {int(seq[b])} <= hot_buffer_size, direct slot indexing) entry "
-                f"{i} must be -1 or in [0, {width}), got {int(used[i])}"
-            )
 
 
 def _check_distinct_slots(rids: torch.Tensor, long_rows: list[int]) -> None:
@@ -179,19 +176,7 @@ def _check_long_row(t: dict, b: int, rid: int, seq_len: int, tok: torch.Tensor, 
     """One long request. Costs one sort of the K top-k tokens and O(HOT) passes (no HOT-sized sort):
     this runs for every row of every reference call, at HOT up to 32767."""
     hot = shape.hot_buffer_size
-    bad = (tok < 0) | (tok >= seq_len)
-    if bool(bad.any()):
-        i = int(torch.nonzero(bad)[0])
-        raise InputError(
-            f"top_k_tokens: row {b} (seq_len {seq_len} > hot_buffer_size) entry {i} must be in [0, {seq_len}), "
-            f"got {int(tok[i])}"
-        )
-    keys = torch.sort(tok).values
-    dup = torch.nonzero(keys[1:] == keys[:-1])
-    if dup.numel():
-        raise InputError(
-            f"top_k_tokens: row {b} (seq_len {seq_len} > hot_buffer_size) must be unique, {int(keys[int(dup[0])])} repeats"
-        )
+    keys = torch.sort(tok[tok >= 0]).values  # check_top_k_rows held range and uniqueness; -1 is padding
     _check_lru_row(t["lru_slots"][rid].cpu().to(torch.int64), b, rid, hot)
     locs = t["device_buffer_locs"][rid, :hot].cpu().to(torch.int64)
     bad = (locs < 0) | (locs >= shape.device_rows)
@@ -201,6 +186,8 @@ def _check_long_row(t: dict, b: int, rid: int, seq_len: int, tok: torch.Tensor, 
             f"device_buffer_locs: row {rid} (batch row {b}) slot {s} must be in [0, device_rows={shape.device_rows}), "
             f"got {int(locs[s])}"
         )
+    if keys.numel() == 0:  # an all-padding row looks nothing up
+        return
     # Which top-k tokens are resident, and in how many slots (the kernel's scan needs at most one:
     # two slots holding a looked-up token both "hit" it, racing on its output and on the miss count).
     resident = t["device_buffer_tokens"][rid, :hot].cpu().to(torch.int64)

@@ -1,0 +1,38 @@
+"""The one top-k contract of both swaps (hisparse/kernels/validation/common.py check_top_k_rows;
+docs/design.md "The top-k contract"). The ops' sides of it: test_swap_single_reference.py and
+test_swap_multi_reference.py."""
+import pytest
+import torch
+
+from hisparse.errors import InputError
+from hisparse.kernels.validation.common import check_top_k_rows
+
+
+def _check(rows, seq, slot_table=None):
+    check_top_k_rows(torch.tensor(rows, dtype=torch.int64), torch.tensor(seq), lambda r: f"row {r}",
+                     slot_table=None if slot_table is None else torch.tensor(slot_table))
+
+
+def test_padding_may_repeat_and_sit_anywhere_in_a_long_row():
+    _check([[5, -1, 3, -1], [-1, -1, -1, -1]], [10, 10])
+
+
+@pytest.mark.parametrize("rows,seq,message", [
+    ([[5, 10, 3, 1]], [10], r"row 0 entry 1 must be -1 \(padding\) or a token in \[0, seq_len=10\), got 10"),
+    ([[5, -3, 3, 1]], [10], r"row 0 entry 1 must be -1 \(padding\) .* got -3"),
+    ([[5, 3, 3, 1]], [10], "row 0 repeats token 3"),
+    ([[1, 0, -1, 2]], [3], r"row 0 has seq_len 3 < top_k, so its entries from index 3 on must be -1 \(padding\); "
+                           "entry 3 is 2"),
+    ([[0, -1], [1, 1]], [5, 5], "row 1 repeats token 1"),
+], ids=["token = seq_len", "below -1", "repeat", "past a short context", "second row"])
+def test_violations_name_the_row_entry_and_value(rows, seq, message):
+    with pytest.raises(InputError, match=f"top_k_tokens: {message}"):
+        _check(rows, seq)
+
+
+def test_a_row_that_addresses_its_slots_ranges_over_the_slot_table():
+    _check([[6, 4, 2]], [4], slot_table=[8])  # single-step short row: extra-page slots 4..7 included
+    with pytest.raises(InputError, match=r"in \[0, hot_buffer_size \+ page_size=8 \(seq_len 4 <= hot_buffer_size"):
+        _check([[8, 4, 2]], [4], slot_table=[8])
+    with pytest.raises(InputError, match="seq_len=4"):  # slot_table 0: an ordinary row
+        _check([[6, 4, 2]], [4], slot_table=[0])
