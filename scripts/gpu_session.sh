@@ -2,6 +2,7 @@
 # One device call that validates and measures everything, for an H200 node reached through a
 # one-shot command (no network). Usage:  OUT=/some/dir bash scripts/gpu_session.sh STEP...
 # Steps: node build tests tests:<files> sanitize bench:<config>[:--ci] history:<N commits> replay:<commit> cache
+#        ncu:<case id of configs/default.yaml> (the multi-step swap's gather and commit kernels, 4 calls after 8)
 # Every step logs to $OUT/<step>.txt; a summary table is printed last.
 set -uo pipefail
 FINAL=${OUT:-/tmp/hisparse-out}   # the device tool returns at most 8 files: everything is packed at the end
@@ -57,6 +58,11 @@ for s in "$@"; do
              step clone bash -c "rm -rf /tmp/hs-repo && git clone -q -b main .bundle/main.bundle /tmp/hs-repo"
              step "history-$sha" bash -c "cd /tmp/hs-repo && python3 -m hisparse history $sha --results $OUT/history-results --machine \${HISPARSE_MACHINE:-h200-sxm} --python python3"
              step "asv-$sha" bash -c "cd /tmp/hs-repo && full=\$(git rev-parse $sha) && rm -rf /tmp/asv-old && git worktree add -q --detach /tmp/asv-old \$full && export HOME=/tmp/asv-home PYTHONPATH=\$PWD/plugins/asv_bench_hisparse:\$PYTHONPATH HISPARSE_ASV_PATH=/tmp/asv-old:/tmp/site && mkdir -p \$HOME && python3 -m asv machine --yes --machine h200-sxm >/dev/null && python3 -m asv run -E existing:\$(command -v python3) --set-commit-hash \$full --machine h200-sxm --record-samples --show-stderr --bench MultiStep.gpu_time_swap && cp -r results/asv $OUT/asv-results" ;;
+    ncu:*) case_id=${s#ncu:}
+           step "ncu-$(echo "$case_id" | tr -c 'A-Za-z0-9_\n' '_' | cut -c1-60)" \
+             ncu --target-processes all -k "regex:spec_(gather|commit)_kernel" --launch-skip 8 --launch-count 4 \
+               --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+               --csv --page details python3 scripts/ncu_case.py "$case_id" ;;
     cache) step cache tar czf "$OUT/jit-cache.tgz" -C "$HISPARSE_CACHE_DIR/.." "$(basename "$HISPARSE_CACHE_DIR")" ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
