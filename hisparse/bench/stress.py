@@ -325,13 +325,14 @@ class StressReport:
 
 def run_all(implementations: tuple[str, ...], cases: list[StressCase], backend: Any, *,
             isolate: bool | None = None, progress: Any = None,
-            done: list[StressResult] | None = None) -> StressReport:
+            report: StressReport | None = None) -> StressReport:
     """Every (implementation, case). ``isolate`` (default: on a kernel backend): every job runs in a
     worker process (hisparse/bench/isolate.py; ours too: dense 100-byte rows are misaligned for 16-byte
     loads), so a CUDA fault is recorded as ``fault`` and the rest goes on in a fresh worker.
-    ``done``: results of an earlier, interrupted run (``check --resume``): those cells are kept, not re-run."""
+    ``report``: the report to grow (it may hold an interrupted run's cells, ``check --resume``: those are
+    kept, not re-run); each result is appended before ``progress`` sees it."""
     isolate = getattr(backend, "is_kernel", False) if isolate is None else isolate
-    report = StressReport(list(done or []))
+    report = StressReport() if report is None else report
     finished = {(r.implementation, r.case_id) for r in report.results}
     worker = None
     try:

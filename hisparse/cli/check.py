@@ -92,15 +92,14 @@ def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: 
     done = _earlier_results(json_out, resume, backend.name)
     click.echo(f"{len(names)} implementation(s) x {len(cases)} stress case(s) on backend {backend.name}"
                + (f"; {len(done)} cell(s) kept from {json_out}" if done else ""))
-    partial = stress.StressReport(list(done))
+    report = stress.StressReport(list(done))
 
     def progress(r: stress.StressResult) -> None:
         click.echo(f"  {r.implementation} {r.case_id}: {r.cell}")
-        if json_out is not None:
-            partial.results.append(r)
-            write_json_atomic(json_out, {"backend": backend.name, "complete": False, **partial.to_dict()})
+        if json_out is not None:  # run_all has appended r to report already
+            write_json_atomic(json_out, {"backend": backend.name, "complete": False, **report.to_dict()})
 
-    report = stress.run_all(names, cases, backend, progress=progress, done=done)
+    stress.run_all(names, cases, backend, progress=progress, report=report)
     click.echo("")
     click.echo(report.table())
     if json_out is not None:
