@@ -184,17 +184,15 @@ def rerun_noise(medians: Sequence[float]) -> float:
     Sample sd for 2-4 re-runs, the robust MAD form from 5 on. 0 for fewer than 2.
     """
     xs = floats("medians", medians)
+    if len(xs) >= 5:
+        return sample_noise(xs)
     if len(xs) < 2:
         return 0.0
     m = median(xs)
     if m == 0:
         return math.nan
-    if len(xs) < 5:
-        mean = math.fsum(xs) / len(xs)
-        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
-    else:
-        sd = _MAD_TO_SD * median([abs(x - m) for x in xs])
-    return sd / abs(m)
+    mean = math.fsum(xs) / len(xs)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) / abs(m)
 
 
 def series_noise(values: Sequence[float]) -> float:
