@@ -57,7 +57,7 @@ inline void check_contiguous(const char* name, const TensorView& t) {
 
 // The gather's launch shape, from the device at run time: CTAs of spec::kGatherThreads, as many per
 // request as fill one wave of the device's resident CTA slots (SM count x occupancy of this kernel:
-// 132 x 2 on the H200, 78 x 2 on an H20) and never more than the request's occurrences need. Why one
+// 132 x 2 on the H200) and never more than the request's occurrences need. Why one
 // wave of few, large CTAs per request rather than one small CTA per 128 occurrences: a zero-copy read
 // of a scattered host row is slow when its SM has many requests' host regions in flight. Measured on
 // the H200 (docs/perf-notes.md), `serving` batch 64: 128-thread CTAs of every request on every SM 740 us,
@@ -66,11 +66,17 @@ template <bool kPdl, bool kRecordPlan>
 inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurrences, int device, cudaStream_t stream) {
   constexpr int kThreads = spec::kGatherThreads;
   const auto kernel = spec::spec_gather_kernel<kPdl, kRecordPlan>;
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess || per_sm < 1) {
-    per_sm = 1;
+  // Queried once per device (like host::device_attribute): an eager call's launch path stays cheap.
+  static int per_sm_of[64] = {0};
+  const int slot = device >= 0 && device < 64 ? device : 0;
+  if (per_sm_of[slot] == 0) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess || per_sm < 1) {
+      per_sm = 1;
+    }
+    per_sm_of[slot] = per_sm;
   }
-  const int64_t slots = static_cast<int64_t>(per_sm) * host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
+  const int64_t slots = static_cast<int64_t>(per_sm_of[slot]) * host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
   const int64_t max_tiles = (occurrences + kThreads - 1) / kThreads;
   p.gather_tiles = static_cast<int32_t>(std::clamp<int64_t>(slots / bs, 1, max_tiles));
   host::launch(kernel, dim3(static_cast<unsigned>(bs * p.gather_tiles)), dim3(kThreads), 0, stream, false, p);
