@@ -91,12 +91,9 @@ def swap_multi_step(a: Bound) -> None:
     ``pdl``: None = auto (on for compute capability >= 9.0), True/False force the instantiation (both
     are valid on Hopper; only False runs on older GPUs). ``debug``: also run the contract check.
 
-    Top-k contract (both swaps; docs/design.md "The top-k contract"): per request and step, each entry
-    is -1 (padding: output -1, neither hit nor miss) or a token in [0, seq_len) (a short single-step
-    row, seq_len <= hot_buffer_size, addresses its slots: [0, hot_buffer_size + page_size)); entries
-    from index seq_len on are -1; a token appears at most once per step (steps may repeat each
-    other's tokens and share a row). Checked with ``debug=True``; outside it the kernel stays inside
-    its buffers but its outputs are unspecified.
+    Top-k tokens follow the contract both swaps share (-1 padding, tokens in [0, seq_len) of their
+    step, tokens first, unique within a step: docs/design.md, validation/common.py check_top_k_rows),
+    checked with ``debug=True``; outside it the kernel stays in its buffers, its outputs unspecified.
     """
     if not isinstance(a.debug, bool):
         raise InputError(f"debug: must be True or False, got {a.debug!r}")

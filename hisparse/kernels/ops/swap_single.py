@@ -103,12 +103,9 @@ def swap_single_step(a: Bound) -> None:
     """Single-step swap on the GPU; mutates the tensors in place like the reference. ``debug=True``
     also checks the content contract first (one device->host sync), raising InputError on violation.
 
-    Top-k contract (both swaps; docs/design.md "The top-k contract"): per request and step, each entry
-    is -1 (padding: output -1, neither hit nor miss) or a token in [0, seq_len) (a short single-step
-    row, seq_len <= hot_buffer_size, addresses its slots: [0, hot_buffer_size + page_size)); entries
-    from index seq_len on are -1; a token appears at most once per step (steps may repeat each
-    other's tokens and share a row). Checked with ``debug=True``; outside it the kernel stays inside
-    its buffers but its outputs are unspecified.
+    Top-k tokens follow the contract both swaps share (-1 padding, tokens in [0, seq_len) of their
+    step, tokens first, unique within a step: docs/design.md, validation/common.py check_top_k_rows),
+    checked with ``debug=True``; outside it the kernel stays in its buffers, its outputs unspecified.
     """
     shape = check_swap_single_contract(**a.op_kwargs()) if a.debug else check_swap_single_inputs.with_bound(a)
     device = a.top_k_tokens.device
