@@ -1,7 +1,7 @@
 // Host entry of the bare gather (device code: hisparse/gather.cuh), the in-run physical floor.
 //
-// Picks the flat 16-byte-chunk gather when every row is 16-B aligned on both sides, the byte-exact
-// warp-per-row gather otherwise. num_blocks <= 0 means 4 CTAs per SM (528 on a 132-SM H200: the
+// Picks the flat gather of 16-, 8- or 4-byte words (the widest that divides the item size and both
+// bases), the byte-exact warp-per-row gather otherwise. num_blocks <= 0 means 4 CTAs per SM (528 on a 132-SM H200: the
 // best warp-gather grid measured in docs/semantics.md §H1); the grid never exceeds what the rows need.
 #pragma once
 
@@ -55,17 +55,22 @@ void gather_floor_entry(tvm::ffi::TensorView src_rows, tvm::ffi::TensorView dst_
   p.device_buffer = ptr<void>(device_buffer);
   p.n = n;
   p.item_size_bytes = static_cast<uint32_t>(item_size_bytes);
-  const bool aligned = item_size_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(p.host_cache) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(p.device_buffer) % 16 == 0;
-  const int64_t chunks = aligned ? n * (item_size_bytes / 16) : 0;
-  const bool flat = aligned && chunks < (int64_t{1} << 31);  // 32-bit chunk indices in the flat kernel
+  const uintptr_t align = reinterpret_cast<uintptr_t>(p.host_cache) | reinterpret_cast<uintptr_t>(p.device_buffer) |
+                          static_cast<uintptr_t>(item_size_bytes);
+  const int64_t word = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 0;
+  const int64_t chunks = word > 0 ? n * (item_size_bytes / word) : 0;
+  const bool flat = word > 0 && chunks < (int64_t{1} << 31);  // 32-bit chunk indices in the flat kernel
   int64_t blocks = num_blocks > 0 ? num_blocks : gather_detail::kBlocksPerSm * gather_detail::sm_count(device);
   if (flat) {
-    p.chunks_per_row = static_cast<uint32_t>(item_size_bytes / 16);
+    p.chunks_per_row = static_cast<uint32_t>(item_size_bytes / word);
     p.total_chunks = static_cast<uint32_t>(chunks);
     blocks = std::min(blocks, (chunks + block_size - 1) / block_size);
-    launch(gather_flat_kernel<kLoadsInFlight>, dim3(static_cast<unsigned>(blocks)),
-           dim3(static_cast<unsigned>(block_size)), 0, stream_of(src_rows), /*pdl=*/false, p);
+    // Narrower words: proportionally more loads in flight (the same bytes per thread), capped at 16.
+    const auto kernel = word == 16 ? gather_flat_kernel<uint4, kLoadsInFlight>
+                        : word == 8 ? gather_flat_kernel<uint2, std::min(2 * kLoadsInFlight, 16)>
+                                    : gather_flat_kernel<uint32_t, std::min(4 * kLoadsInFlight, 16)>;
+    launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(block_size)), 0, stream_of(src_rows),
+           /*pdl=*/false, p);
   } else {
     const int64_t warps_per_block = block_size / 32;
     blocks = std::min(blocks, (n + warps_per_block - 1) / warps_per_block);

@@ -13,7 +13,8 @@ reported (exit 9). A clean real run means something only next to a caught plante
 
 ``real`` runs: the single-step swap (plan recorded and not, an aligned and an unaligned item size,
 long / fast / padding rows, the rows used at the very end of exactly sized buffers), the planned copy
-replaying its plan, the bare gather (flat and fallback paths), and the multi-step swap when
+replaying its plan, the bare gather (flat paths of 16-, 8- and 4-byte words, the warp fallback), and the
+multi-step swap (72-byte items: the 8-byte flat copy) when
 hisparse.kernels.ops.swap_multi exists (checked with the invariant checker), else a "skipped" line.
 Exit codes of the script itself: 0 ok, 1 a result differs from the reference, 2 usage.
 """
@@ -165,7 +166,8 @@ def run_real() -> int:
             print(f"copy_planned item={item}: {'ok' if ok else 'MISMATCH'}")
             failures += [] if ok else ["copy_planned"]
 
-    for item, offset in ((576, 0), (584, 0), (576, 3)):  # flat path, fallback (size), fallback (alignment)
+    # flat 16-, 8-, 4-byte words (576, 584 = 73 * 8, 100 = 25 * 4), the warp fallback (alignment)
+    for item, offset in ((576, 0), (584, 0), (100, 0), (576, 3)):
         n, host_rows, dev_rows = 300, 211, 317
         g = torch.Generator().manual_seed(item + offset)
         pinned = torch.empty(offset + host_rows * item, dtype=torch.uint8, pin_memory=True)

@@ -2,14 +2,17 @@
 // swap is reported against (docs/semantics.md §H1, §H4). Framework-free device code; host entry in
 // csrc/gather_floor.cuh.
 //
-// Fast path (rows 16-B aligned on both sides: item % 16 == 0 and 16-B aligned bases): each CTA takes
-// a contiguous run of rows and gathers their 16-B chunks flat over its threads, kLoads per thread per
-// round, issuing all kLoads zero-copy loads before the first store. Measured on H200 (576 B rows,
+// Fast path (rows W-aligned on both sides for a word W of 16, 8 or 4 bytes: W divides the item size
+// and both bases; the host picks the widest): each CTA takes a contiguous run of rows and gathers
+// their W-byte words flat over its threads, kLoads per thread per round, issuing all kLoads zero-copy
+// loads before the first store. The swaps' copies (copy_rows.cuh) take the same words, so the floor
+// of a 584 B (8-byte words) or 100 B (4-byte words) case is the same structure as the kernels' own. Measured on H200 (576 B rows,
 // 50,048 rows): 49.2 GB/s for this shape vs 40.6 GB/s for a warp-per-row gather, because the number
 // of PCIe reads in flight, not the instruction count, sets the bandwidth; more warps than that did
 // not help (2112 x 256 warp-gather blocks were slower than 528).
 //
-// Fallback (any other size or alignment): warp per row with warp_copy_item, byte-exact.
+// Fallback (any other size or alignment: odd sizes, an odd host base): warp per row with
+// warp_copy_item, byte-exact.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +28,7 @@ struct GatherParams {
   void* device_buffer;
   int64_t n;
   uint32_t item_size_bytes;
-  uint32_t chunks_per_row;  // item_size_bytes / 16 on the fast path
+  uint32_t chunks_per_row;  // item_size_bytes / sizeof(W) on the fast path
   uint32_t total_chunks;    // n * chunks_per_row (the host checks it fits in 32 bits)
 };
 
@@ -33,7 +36,7 @@ struct GatherParams {
 // for 8 loads in flight without spills.
 constexpr int kGatherMaxBlock = 512;
 
-template <int kLoads>
+template <typename W, int kLoads>
 __global__ void __launch_bounds__(kGatherMaxBlock) gather_flat_kernel(const __grid_constant__ GatherParams p) {
   static_assert(kLoads >= 1 && kLoads <= 16, "loads in flight: 1..16");
   // CTA c copies the contiguous rows [c * per, (c + 1) * per) of the list: a swap's copy list is
@@ -51,14 +54,14 @@ __global__ void __launch_bounds__(kGatherMaxBlock) gather_flat_kernel(const __gr
   for (uint32_t base = threadIdx.x; base < total; base += blockDim.x * kLoads) {
     // All kLoads host loads go out before the first store; only the loaded values stay live (the
     // destination is recomputed after, from a device-side index that is cheap to re-read).
-    uint4 v[kLoads];
+    W v[kLoads];
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
       const uint32_t c = base + j * blockDim.x;
       if (c < total) {
         const uint32_t row = c / cpr;
-        v[j] = __ldg(reinterpret_cast<const uint4*>(row_ptr(p.host_cache, src_rows[row], p.item_size_bytes)) +
-                     (c - row * cpr));
+        v[j] = load_nc(reinterpret_cast<const W*>(row_ptr(p.host_cache, src_rows[row], p.item_size_bytes)) +
+                       (c - row * cpr));
       }
     }
 #pragma unroll
@@ -66,8 +69,8 @@ __global__ void __launch_bounds__(kGatherMaxBlock) gather_flat_kernel(const __gr
       const uint32_t c = base + j * blockDim.x;
       if (c < total) {
         const uint32_t row = c / cpr;
-        __stcg(reinterpret_cast<uint4*>(row_ptr(p.device_buffer, dst_rows[row], p.item_size_bytes)) + (c - row * cpr),
-               v[j]);
+        store_cg(reinterpret_cast<W*>(row_ptr(p.device_buffer, dst_rows[row], p.item_size_bytes)) + (c - row * cpr),
+                 v[j]);
       }
     }
   }

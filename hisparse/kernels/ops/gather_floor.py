@@ -1,9 +1,10 @@
 """CUDA bare gather, the in-run physical floor (``csrc/gather_floor.cuh``, device code
 ``csrc/include/hisparse/gather.cuh``): ``device_buffer[dst_rows[i]] <- host_cache[src_rows[i]]``.
 
-Rows 16-B aligned on both sides (item % 16 == 0, 16-B aligned buffers) take a flat gather of 16-byte
-chunks with ``loads_in_flight`` zero-copy loads per thread before the first store (49 GB/s against a
-warp-per-row gather's 40 GB/s on H200, docs/semantics.md §H1); anything else takes the byte-exact warp copy.
+Rows W-aligned on both sides for W = 16, 8 or 4 bytes (W divides the item size and both bases; the
+widest is taken) go through a flat gather of W-byte words with ``loads_in_flight * 16 / W`` zero-copy
+loads per thread before the first store (capped at 16; 49 GB/s against a warp-per-row gather's 40 GB/s
+on H200 for 576 B rows, docs/semantics.md §H1); anything else takes the byte-exact warp copy.
 ``num_blocks=None`` = 4 CTAs per SM (528 on H200), never more than the rows need; each CTA gathers a
 contiguous run of the row list (callers that want the best bare gather pass rows sorted by host row:
 hisparse/bench/floors.py does).
