@@ -421,14 +421,18 @@ def test_load_by_name():
 def test_default_config_fits_the_budget():
     # configs/default.yaml's header: 35 serving cases (lru 7 + 2 multi-step x 7 batches x PDL on/off),
     # then 70 main-grid cases on upstream/distinct + 26 multi_step + 17 lru_sequential in the batch-64
-    # slice = 148; 9 pruned (lru at hot 32768); --ci: 6 serving + 14.
+    # slice + 8 on serving at 584 / 100 B = 156; 9 pruned (lru at hot 32768); --ci: 6 serving + 14.
     cfg = load_config("default")
     exp = cfg.expand()
-    assert len(exp) == 148
+    assert len(exp) == 156
     assert len(exp.pruned) == 9 and all("int16 lru_slots" in p.reason for p in exp.pruned)
-    serving = [c for c in exp if c.workload == "serving"]
+    serving = [c for c in exp if c.workload == "serving" and c.item_size_bytes == 576]
     assert len(serving) == 35 and list(exp)[:35] == serving  # serving first
     assert sorted({c.batch for c in serving}) == [1, 2, 4, 8, 16, 32, 64]
+    odd_items = [c for c in exp if c.item_size_bytes in (584, 100)]
+    assert len(odd_items) == 8 and {c.workload for c in odd_items} == {"serving"}
+    assert {(c.implementation, c.batch) for c in odd_items} == {
+        (i, b) for i in ("lru_sequential", "multi_step") for b in (1, 64)}
     assert all(c.case_id.count("/") == 7 for c in serving)  # default parameters: nothing after pdlN
     main = [c for c in exp if c.steps == 4 and c.hot_buffer_size == 4096 and c.item_size_bytes == 576
             and c.workload != "serving"]
