@@ -2,7 +2,9 @@
 # One device call that validates and measures everything, for an H200 node reached through a
 # one-shot command (no network). Usage:  OUT=/some/dir bash scripts/gpu_session.sh STEP...
 # Steps: node build tests tests:<files> sanitize bench:<config>[:--ci] history:<N commits> replay:<commit> cache
-#        ncu:<case id of configs/default.yaml> (the multi-step swap's gather and commit kernels, 4 calls after 8)
+#        stress:<name>:<check options, commas for spaces> (hisparse-bench check --json <name>.json --resume ...)
+#        ncu:<case id of configs/default.yaml> (the multi-step swap's gather and commit kernels of one call, after 4 calls;
+#        --clock-control none: the device tool's METHOD.md asks to leave the clocks alone)
 # Every step logs to $OUT/<step>.txt; a summary table is printed last.
 set -uo pipefail
 FINAL=${OUT:-/tmp/hisparse-out}   # the device tool returns at most 8 files: everything is packed at the end
@@ -60,9 +62,11 @@ for s in "$@"; do
              step "asv-$sha" bash -c "cd /tmp/hs-repo && full=\$(git rev-parse $sha) && rm -rf /tmp/asv-old && git worktree add -q --detach /tmp/asv-old \$full && export HOME=/tmp/asv-home PYTHONPATH=\$PWD/plugins/asv_bench_hisparse:\$PYTHONPATH HISPARSE_ASV_PATH=/tmp/asv-old:/tmp/site && mkdir -p \$HOME && python3 -m asv machine --yes --machine h200-sxm >/dev/null && python3 -m asv run -E existing:\$(command -v python3) --set-commit-hash \$full --machine h200-sxm --record-samples --show-stderr --bench MultiStep.gpu_time_swap && cp -r results/asv $OUT/asv-results" ;;
     ncu:*) case_id=${s#ncu:}
            step "ncu-$(echo "$case_id" | tr -c 'A-Za-z0-9_\n' '_' | cut -c1-60)" \
-             ncu --target-processes all -k "regex:spec_(gather|commit)_kernel" --launch-skip 8 --launch-count 4 \
-               --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+             timeout 240 ncu --clock-control none --target-processes all -k "regex:spec_(gather|commit)_kernel" --launch-skip 8 --launch-count 2 \
+               --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
                --csv --page details python3 scripts/ncu_case.py "$case_id" ;;
+    stress:*) IFS=: read -r _ name args <<< "$s"
+              step "stress-$name" python3 -m hisparse check --json "$OUT/$name.json" --resume ${args//,/ } ;;
     cache) step cache tar czf "$OUT/jit-cache.tgz" -C "$HISPARSE_CACHE_DIR/.." "$(basename "$HISPARSE_CACHE_DIR")" ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
