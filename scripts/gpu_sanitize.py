@@ -94,7 +94,11 @@ def _swap_case(item: int, record_plan: bool, seed: int, device: str = "cuda") ->
         hits = resident[: int(0.6 * k)]
         misses = perm[hot: hot + k - hits.numel() - 1]
         top_k[b] = torch.cat([hits, misses, torch.tensor([newest])])[torch.randperm(k, generator=g)]
-    top_k[2] = torch.randint(-1, width, (k,), generator=g)
+    # short row (seq 37 < K): distinct slots of [0, hot + page) with some padding, tokens first and -1
+    # from index seq_len on (the top-k contract, hisparse/kernels/validation/common.py check_top_k_rows)
+    top_k[2] = torch.randperm(width, generator=g)[:k]
+    top_k[2, ::7] = -1
+    top_k[2, seq[2]:] = -1
     top_k[3] = torch.randint(0, 1 << 30, (k,), generator=g)
     dev_rows = r * width
     locs = torch.randperm(dev_rows, generator=g).view(r, width)  # includes the last row
