@@ -10,7 +10,9 @@ returns its path, or None when the run has no data for it (e.g. no PDL on/off pa
 - vs_sglang.png: time of our case / time of sglang's doing the same work (the engine's stored
   ``counterpart_link``), for runs that measured both;
 - pdl.png: time with PDL on / time with PDL off, for cases that differ only in pdl;
-- hot_buffer_size.png: median time vs hot_buffer_size, one panel per workload and step count.
+- hot_buffer_size.png: median time vs hot_buffer_size, one panel per workload and step count;
+- item_size.png: time per KiB moved vs item size, one panel per workload, step count and batch (a
+  row size that is not a multiple of 16 B should cost about what 576 B costs per byte: issue 13).
 
 Every figure: one panel per workload; one colour and marker shape per implementation (the sglang
 implementations in a lighter shade of the same hue, hollow markers: "ours vs sglang" at a glance);
@@ -272,10 +274,11 @@ class Figure:
     floor: bool = False  # draw the PCIe floor per distinct floor curve
     y_from_zero: bool = False
     min_points: int = 2  # fewer points on x is not a trend (a batch-64-only slice in a plot vs batch)
+    x_categorical: bool = False  # evenly spaced x values, labelled (576 and 584 B overlap on a log axis)
 
 
-def _draw_line(ax, ln: Line, fig_spec: Figure) -> None:
-    pts = [(x, fig_spec.y_of(c), c) for x, c in ln.points if fig_spec.y_of(c) is not None]
+def _draw_line(ax, ln: Line, fig_spec: Figure, x_pos: dict | None = None) -> None:
+    pts = [(x if x_pos is None else x_pos[x], fig_spec.y_of(c), c) for x, c in ln.points if fig_spec.y_of(c) is not None]
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
     st = impl_style(ln.impl)
     kw = dict(color=st.color, marker=st.marker, linestyle=ln.linestyle, label=ln.label, gid=ln.impl,
@@ -322,10 +325,13 @@ def _line_figure(run: RunRecord, out_dir: Path, spec: Figure, cases: list[CaseRe
                 _style_lines(lines, _variant_keys(lines))
                 if spec.floor:
                     _draw_floors(ax, lines)
-                for ln in lines:
-                    _draw_line(ax, ln, spec)
                 xs = {x for ln in lines for x, _ in ln.points if x}
-                if xs:
+                x_pos = {x: i for i, x in enumerate(sorted(xs))} if spec.x_categorical else None
+                for ln in lines:
+                    _draw_line(ax, ln, spec, x_pos)
+                if x_pos:
+                    ax.set_xticks(list(x_pos.values()), [f"{x:g}" for x in x_pos])
+                elif xs:
                     _log2_axis(ax, xs)
                 if spec.log_y:
                     _log_y(ax)
@@ -410,7 +416,25 @@ def hot_buffer_effect(run: RunRecord, out_dir: Path) -> Path | None:
     return _line_figure(run, out_dir, spec)
 
 
-PLOTS = (latency_vs_batch, throughput_vs_batch, speedup_vs_batch, vs_sglang, pdl_effect, hot_buffer_effect)
+def _ns_per_kib(c: CaseResult) -> float | None:
+    nbytes = (c.work or {}).get("bytes_per_call")
+    med = c.stats["median_us"]
+    return med * 1e3 * 1024 / nbytes if nbytes and med else None
+
+
+def item_size_effect(run: RunRecord, out_dir: Path) -> Path | None:
+    """Time per KiB the call moves vs item size: flat where every row size moves as fast per byte."""
+    cases = _ok(run)
+    if len({c.params.get("item_size_bytes") for c in cases}) < 2:
+        return None
+    spec = Figure("item_size.png", "Time per KiB moved vs item size", "item_size_bytes", _ns_per_kib,
+                  ylabel="time per KiB moved (ns)", xlabel="item size (bytes)", y_from_zero=True,
+                  panel_keys=("workload", "steps", "batch"), x_categorical=True)
+    return _line_figure(run, out_dir, spec)
+
+
+PLOTS = (latency_vs_batch, throughput_vs_batch, speedup_vs_batch, vs_sglang, pdl_effect, hot_buffer_effect,
+         item_size_effect)
 
 
 def plot_run(run: RunRecord, out_dir: str | Path) -> list[Path]:

@@ -116,7 +116,7 @@ def _capture(monkeypatch):
                                 "marker": line.get_marker(), "mfc": line.get_markerfacecolor(),
                                 "x": list(line.get_xdata()), "y": [float(v) for v in line.get_ydata()]}
             panels.append({"title": ax.get_title(), "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
-                           "lines": lines})
+                           "xticks": [t.get_text() for t in ax.get_xticklabels()], "lines": lines})
         figures[path.name] = panels
         return original(fig, path, title)
 
@@ -280,3 +280,25 @@ def test_cli_plot_links_a_file_written_before_the_link(tmp_path):
     assert result.exit_code == 0, result.output
     assert (figs / "vs_sglang.png").is_file()
     assert "counterpart_link" not in path.read_text()  # the file itself is left as it was
+
+
+def test_item_size_plot_shows_time_per_kib_per_panel_of_workload_steps_and_batch(monkeypatch, tmp_path):
+    from dataclasses import replace
+
+    def case(impl, batch, item, us):
+        c = _case(impl, "serving", batch, impl != "lru_sequential", base=us)
+        work = {**c.work, "bytes_per_call": 1000 * batch * item}
+        return replace(c, params={**c.params, "item_size_bytes": item}, work=work)
+
+    cases = [case(i, b, item, 10.0 * b + item / 100) for i in ("lru_sequential", "multi_step")
+             for b in (1, 64) for item in (100, 576, 584)]
+    figs = _capture(monkeypatch)
+    plots.item_size_effect(_run(cases), tmp_path)
+    panels = figs["item_size.png"]
+    assert [p["title"] for p in panels] == ["workload serving, 4 steps, batch 1", "workload serving, 4 steps, batch 64"]
+    line = panels[1]["lines"]["multi_step"]
+    assert line["x"] == [0, 1, 2] and panels[1]["xticks"] == ["100", "576", "584"]  # evenly spaced
+    # ns per KiB: median us * 1e3 * 1024 / bytes per call
+    want = [statistics.median(_samples(640 + item / 100)) * 1e3 * 1024 / (64000 * item) for item in (100, 576, 584)]
+    assert line["y"] == pytest.approx(want)
+    assert plots.item_size_effect(_run([case("multi_step", 1, 576, 10.0)]), tmp_path / "none") is None
