@@ -201,6 +201,9 @@ WORKLOAD_PARAMS: dict[str, dict[str, ParamSpec]] = {
         "step_overlap": ParamSpec(float, SERVING_STEP_OVERLAP, lo=0.0, hi=1.0),  # shared with the previous step
         "recent_reuse": ParamSpec(float, 0.5, lo=0.0, hi=1.0),  # rest: re-referenced from recent calls vs older
         "positions": ParamSpec(str, "scattered", choices=("scattered", "consecutive")),  # of the top-k in the context
+        # order of each step's top-k entries: the indexer's (by score: no relation to the rows) or
+        # sorted by host row (what a caller that sorts its top-k hands the swap); same tokens either way
+        "read_order": ParamSpec(str, "indexer", choices=("indexer", "host_row")),
     },
     "upstream": {},
     "distinct": {},

@@ -36,6 +36,8 @@ empty, sequence length 1,048,576 so every request takes the long path):
   seeded permutation of the request's positions (``positions: scattered``, what top-k over a long
   context gives) or token order (``consecutive``). Trace tokens past the context wrap onto positions
   HOT.. again (an evicted token read again); case.py's prune keeps one call's fresh tokens apart.
+  ``read_order``: each step's entries in the trace's random order (``indexer``: a top-k by score) or
+  sorted by their host row (``host_row``); the same tokens and rows either way (it is not in the seed).
 
 Host row r holds int64 words ``r * 1_000_003 + w`` (bytes of that for item sizes not a multiple of
 8); device rows are seeded from the same formula. Seeds come from the data-defining parameters only
@@ -45,7 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -313,9 +315,15 @@ class Workload:
 # Building
 
 
+# Parameters that reorder a case's data without changing it: left out of the seed, so a case and its
+# reordered twin read the same tokens and rows.
+ORDER_ONLY_PARAMS = frozenset({"read_order"})
+
+
 def data_seed(case: Case) -> int:
     """Seed of a case's data: its data-defining parameters only (same data for every implementation)."""
-    key = {"workload": case.workload, "params": case.workload_params_dict, "batch": case.batch,
+    params = {k: v for k, v in case.workload_params_dict.items() if k not in ORDER_ONLY_PARAMS}
+    key = {"workload": case.workload, "params": params, "batch": case.batch,
            "steps": case.steps, "top_k": case.top_k, "hot_buffer_size": case.hot_buffer_size,
            "calls": case.timing.max_calls_per_reset, "seed": case.seed}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).digest()
@@ -394,7 +402,17 @@ def _serving_layout(case: Case, seed: int, dev: torch.device) -> tuple[Any, torc
         slot = torch.where(t < ctx, t, hot + (t - hot) % (ctx - hot))
         order = torch.randperm(ctx, generator=gen) if p["positions"] == "scattered" else torch.arange(ctx)
         locs[r] = base[r] + order[slot]
-    return tr, locs.to(dev), int(contexts.sum())
+    locs = locs.to(dev)
+    if p["read_order"] == "host_row":
+        tr = replace(tr, tokens=sort_steps_by_row(tr.tokens, locs))
+    return tr, locs, int(contexts.sum())
+
+
+def sort_steps_by_row(tokens: torch.Tensor, host_locs: torch.Tensor) -> torch.Tensor:
+    """``tokens`` [calls, bs, S, K] with each step's entries in ascending order of their host row
+    ``host_locs[b, token]`` (every entry a token: the trace has no padding)."""
+    rows = host_locs[torch.arange(tokens.shape[1], device=tokens.device).view(1, -1, 1, 1), tokens.long()]
+    return tokens.gather(-1, rows.argsort(dim=-1, stable=True))
 
 
 def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: int = 0) -> Workload:
