@@ -463,6 +463,13 @@ def test_shipped_configs():
     assert all(c.top_k == 64 and c.hot_buffer_size == 256 and 1 <= c.batch <= 4 for c in small.expand())
     serving = [c for c in small.expand() if c.workload == "serving"]
     assert len(serving) == 2 and all(c.param("context_max") <= 4096 for c in serving)  # CPU scale
+    host = load_config("host-side")
+    cases = host.expand()
+    assert len(cases) == 48 and {c.workload for c in cases} == {"serving"} and not cases.pruned
+    assert {(c.param("context_max"), c.param("positions"), c.param("read_order")) for c in cases} == {
+        (m, p, o) for m in (32768, 131072, 262144) for p in ("scattered", "consecutive")
+        for o in ("indexer", "host_row")}
+    assert len(host.expand(ci=True)) == 8
     up = load_config("upstream")
     cases = up.expand()
     assert len(cases) == 21 and all(c.workload == "upstream" for c in cases)
