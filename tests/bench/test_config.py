@@ -450,13 +450,15 @@ def test_shipped_configs():
     ci = load_config("ci")
     assert ci.track is True
     cases = list(ci.expand())
-    assert len(cases) == 20
+    assert len(cases) == 22
+    assert {c.case_id for c in cases if c.batch == 16 and c.workload == "upstream"} == {
+        "lru_sequential/upstream/b16/s4/k2048/h4096/i576/pdl0", "multi_step/upstream/b16/s4/k2048/h4096/i576/pdl1"}
     # serving first: lru_sequential and multi_step at batch 1 and 64, upstream's shape, default parameters
     assert [c.case_id for c in cases[:4]] == [
         "lru_sequential/serving/b1/s4/k2048/h4096/i576/pdl0", "lru_sequential/serving/b64/s4/k2048/h4096/i576/pdl0",
         "multi_step/serving/b1/s4/k2048/h4096/i576/pdl1", "multi_step/serving/b64/s4/k2048/h4096/i576/pdl1"]
     assert [c.workload for c in cases].count("serving") == 4
-    assert len(ci.expand(ci=True)) == 20
+    assert len(ci.expand(ci=True)) == 22
     assert ci.timing.rounds == 3 and load_config("default").timing.rounds == 3
     small = load_config("cpu-small")
     assert small.timing.calls_per_graph == 2 and small.timing.rounds == 1
