@@ -1,8 +1,9 @@
 // Host entry of the bare gather (device code: hisparse/gather.cuh), the in-run physical floor.
 //
-// Picks the flat gather of 16-, 8- or 4-byte words (the widest that divides the item size and both
-// bases), the byte-exact warp-per-row gather otherwise. num_blocks <= 0 means 4 CTAs per SM (528 on a 132-SM H200: the
-// best warp-gather grid measured in docs/semantics.md §H1); the grid never exceeds what the rows need.
+// Picks the flat gather of 16-, 8- or 4-byte words (flat_word_bytes: the widest that divides the item
+// size and both bases), the byte-exact warp-per-row gather otherwise. num_blocks <= 0 means 4 CTAs
+// per SM (528 on a 132-SM H200: the best warp-gather grid measured in docs/semantics.md §H1); the
+// grid never exceeds what the rows need.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,9 +56,7 @@ void gather_floor_entry(tvm::ffi::TensorView src_rows, tvm::ffi::TensorView dst_
   p.device_buffer = ptr<void>(device_buffer);
   p.n = n;
   p.item_size_bytes = static_cast<uint32_t>(item_size_bytes);
-  const uintptr_t align = reinterpret_cast<uintptr_t>(p.host_cache) | reinterpret_cast<uintptr_t>(p.device_buffer) |
-                          static_cast<uintptr_t>(item_size_bytes);
-  const int64_t word = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 0;
+  const int64_t word = flat_word_bytes(p.host_cache, p.device_buffer, p.item_size_bytes);
   const int64_t chunks = word > 0 ? n * (item_size_bytes / word) : 0;
   const bool flat = word > 0 && chunks < (int64_t{1} << 31);  // 32-bit chunk indices in the flat kernel
   int64_t blocks = num_blocks > 0 ? num_blocks : gather_detail::kBlocksPerSm * gather_detail::sm_count(device);
@@ -67,8 +66,8 @@ void gather_floor_entry(tvm::ffi::TensorView src_rows, tvm::ffi::TensorView dst_
     blocks = std::min(blocks, (chunks + block_size - 1) / block_size);
     // Narrower words: proportionally more loads in flight (the same bytes per thread), capped at 16.
     const auto kernel = word == 16 ? gather_flat_kernel<uint4, kLoadsInFlight>
-                        : word == 8 ? gather_flat_kernel<uint2, std::min(2 * kLoadsInFlight, 16)>
-                                    : gather_flat_kernel<uint32_t, std::min(4 * kLoadsInFlight, 16)>;
+                        : word == 8 ? gather_flat_kernel<uint2, std::min(loads_for_word(kLoadsInFlight, 8), 16)>
+                                    : gather_flat_kernel<uint32_t, std::min(loads_for_word(kLoadsInFlight, 4), 16)>;
     launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(block_size)), 0, stream_of(src_rows),
            /*pdl=*/false, p);
   } else {

@@ -83,6 +83,21 @@ __device__ __forceinline__ void warp_copy_item(const void* src_v, void* dst_v, u
   }
 }
 
+// Widest word (16, 8 or 4 bytes) that divides the item size and both bases, 0 if none does: the
+// word of the flat multi-row copies (copy_rows.cuh block_copy_rows, gather.cuh gather_flat_kernel,
+// whose host entry picks its instantiation with it).
+__host__ __device__ __forceinline__ uint32_t flat_word_bytes(const void* src_base, const void* dst_base,
+                                                             uint32_t item_size_bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(src_base) | reinterpret_cast<uintptr_t>(dst_base) | item_size_bytes;
+  if ((a & 15u) == 0) return 16;
+  if ((a & 7u) == 0) return 8;
+  if ((a & 3u) == 0) return 4;
+  return 0;
+}
+
+// Loads per thread for W-byte words that keep the bytes in flight of `loads16` 16-byte loads.
+__host__ __device__ constexpr int loads_for_word(int loads16, int word_bytes) { return loads16 * 16 / word_bytes; }
+
 // Address of row `row` in a byte-addressed buffer (row r at byte offset r * item_size_bytes).
 __device__ __forceinline__ const uint8_t* row_ptr(const void* base, int64_t row, uint32_t item_size_bytes) {
   return static_cast<const uint8_t*>(base) + row * static_cast<int64_t>(item_size_bytes);

@@ -8,13 +8,13 @@
 // round trips instead of n. On the H200 of docs/semantics.md §H1 a flat 16-byte gather of this kind
 // reached 49.2 GB/s (576 B rows) against 40.6 GB/s for warp-per-row.
 //
-// The word W is the widest of 16, 8, 4 bytes that divides item_size_bytes and both bases: 576, 656,
-// 1152, 512 B rows move as 16-byte words, 584 B (= 73 * 8) as 8-byte words, 100 B (= 25 * 4) as
-// 4-byte words. kScaleNarrow: kInFlight * 16 / W loads per thread for narrower words (the same bytes in
-// flight, the same registers for the values; the gather), else kInFlight of any width (the commit,
-// whose 64 registers per thread spill more with the unrolled address arithmetic of 16 loads). Before, every size that is not a multiple of 16 went warp per row, one
-// round trip per row. Other sizes (odd, 2 mod 4) still go through warp_copy_item (byte-exact for any
-// size and alignment), one warp per row, 2 words in flight per lane.
+// The word W is copy.cuh's flat_word_bytes: 576, 656, 1152, 512 B rows move as 16-byte words, 584 B
+// (= 73 * 8) as 8-byte words, 100 B (= 25 * 4) as 4-byte words (before, every size that is not a
+// multiple of 16 went warp per row, one round trip per row). kScaleNarrow: loads_for_word(kInFlight, W)
+// loads per thread for narrower words (the same bytes in flight, the same registers for the values;
+// the gather), else kInFlight of any width (the commit, whose 64 registers per thread spill more with
+// the unrolled address arithmetic of 16 loads). Other sizes (odd, 2 mod 4) go through warp_copy_item
+// (byte-exact for any size and alignment), one warp per row, 2 words in flight per lane.
 // The destination address is recomputed at the store from the shared-memory lists instead of kept in
 // registers across the loads: the 1024-thread commit kernel has 64 registers per thread. No tvm/torch here.
 #pragma once
@@ -24,15 +24,6 @@
 #include "hisparse/copy.cuh"
 
 namespace hisparse {
-
-// Widest word (16, 8 or 4 bytes) that divides the item size and both bases; 0 if none does.
-__device__ __forceinline__ uint32_t flat_word_bytes(const void* src_base, const void* dst_base, uint32_t item_size_bytes) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(src_base) | reinterpret_cast<uintptr_t>(dst_base) | item_size_bytes;
-  if ((a & 15u) == 0) return 16;
-  if ((a & 7u) == 0) return 8;
-  if ((a & 3u) == 0) return 4;
-  return 0;
-}
 
 // Flat body of block_copy_rows with W-byte words (every row start W-aligned on both sides).
 template <typename W, int kThreads, int kLoads>
@@ -75,10 +66,12 @@ __device__ __forceinline__ void block_copy_rows(const void* src_base, void* dst_
       block_copy_rows_as<uint4, kThreads, kInFlight>(src_base, dst_base, item_size_bytes, src_rows, dst_rows, count);
       return;
     case 8:
-      block_copy_rows_as<uint2, kThreads, kScaleNarrow ? 2 * kInFlight : kInFlight>(src_base, dst_base, item_size_bytes, src_rows, dst_rows, count);
+      block_copy_rows_as<uint2, kThreads, kScaleNarrow ? loads_for_word(kInFlight, 8) : kInFlight>(
+          src_base, dst_base, item_size_bytes, src_rows, dst_rows, count);
       return;
     case 4:
-      block_copy_rows_as<uint32_t, kThreads, kScaleNarrow ? 4 * kInFlight : kInFlight>(src_base, dst_base, item_size_bytes, src_rows, dst_rows, count);
+      block_copy_rows_as<uint32_t, kThreads, kScaleNarrow ? loads_for_word(kInFlight, 4) : kInFlight>(
+          src_base, dst_base, item_size_bytes, src_rows, dst_rows, count);
       return;
     default: {
       const uint32_t lane = threadIdx.x % kWarpSize;

@@ -2,12 +2,12 @@
 // swap is reported against (docs/semantics.md §H1, §H4). Framework-free device code; host entry in
 // csrc/gather_floor.cuh.
 //
-// Fast path (rows W-aligned on both sides for a word W of 16, 8 or 4 bytes: W divides the item size
-// and both bases; the host picks the widest): each CTA takes a contiguous run of rows and gathers
+// Fast path (rows W-aligned on both sides, W = copy.cuh's flat_word_bytes: the widest of 16, 8, 4
+// bytes dividing the item size and both bases): each CTA takes a contiguous run of rows and gathers
 // their W-byte words flat over its threads, kLoads per thread per round, issuing all kLoads zero-copy
 // loads before the first store. The swaps' copies (copy_rows.cuh) take the same words, so the floor
-// of a 584 B (8-byte words) or 100 B (4-byte words) case is the same structure as the kernels' own. Measured on H200 (576 B rows,
-// 50,048 rows): 49.2 GB/s for this shape vs 40.6 GB/s for a warp-per-row gather, because the number
+// of a 584 B (8-byte words) or 100 B (4-byte words) case is the same structure as the kernels' own.
+// Measured on H200 (576 B rows, 50,048 rows): 49.2 GB/s for this shape vs 40.6 GB/s for a warp-per-row gather, because the number
 // of PCIe reads in flight, not the instruction count, sets the bandwidth; more warps than that did
 // not help (2112 x 256 warp-gather blocks were slower than 528).
 //

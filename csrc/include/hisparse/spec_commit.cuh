@@ -385,8 +385,8 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
       s_copy_dst[tid] = slot_locs[v];
     }
     __syncthreads();
-    block_copy_rows<kCommitThreads, kCommitInFlight, /*kScaleNarrow=*/false>(p.host_cache, p.device_buffer, p.item_size_bytes, s_copy_src,
-                                                      s_copy_dst, n);
+    block_copy_rows<kCommitThreads, kCommitInFlight, /*kScaleNarrow=*/false>(p.host_cache, p.device_buffer,
+                                                                             p.item_size_bytes, s_copy_src, s_copy_dst, n);
     __syncthreads();
   }
 

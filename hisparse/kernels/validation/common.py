@@ -9,6 +9,10 @@ from hisparse.errors import InputError
 from hisparse.kernels import limits
 
 
+# dtypes of req_pool_indices and seq_lens in both swaps (the kernels read either width).
+INDEX_DTYPES = (torch.int32, torch.int64)
+
+
 def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:
     return " or ".join(str(d).replace("torch.", "") for d in dtypes)
 

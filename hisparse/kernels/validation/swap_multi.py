@@ -22,6 +22,7 @@ from hisparse.kernels.limits import MAX_HOT_BUFFER_SIZE, MAX_STEPS, MAX_STEPS_X_
 from hisparse.kernels.signature import Bound, keyword_op
 from hisparse.kernels.state import MultiStepState
 from hisparse.kernels.validation.common import (
+    INDEX_DTYPES,
     check_int,
     check_plan,
     check_same_row_stride,
@@ -30,7 +31,6 @@ from hisparse.kernels.validation.common import (
     item_rows,
 )
 
-INDEX_DTYPES = (torch.int32, torch.int64)
 MAX_TOKEN_POSITIONS = limits.MAX_TOKEN_POSITIONS
 
 

@@ -16,6 +16,7 @@ from hisparse.errors import InputError
 from hisparse.kernels import limits
 from hisparse.kernels.signature import Bound, keyword_op
 from hisparse.kernels.validation.common import (
+    INDEX_DTYPES,
     check_int,
     check_plan,
     check_same_row_stride,
@@ -26,7 +27,6 @@ from hisparse.kernels.validation.common import (
 
 # lru_slots is int16; docs/semantics.md (§2.3) bounds HOT by the int16 maximum.
 MAX_HOT_BUFFER_SIZE_SINGLE = limits.MAX_LRU_HOT_BUFFER_SIZE
-INDEX_DTYPES = (torch.int32, torch.int64)
 
 
 @dataclass(frozen=True)
