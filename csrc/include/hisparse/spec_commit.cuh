@@ -1,7 +1,11 @@
 // Multi-step swap, kernel 2 of 2: the commit (docs/semantics.md §3.7 with our state layout).
 //
-// One CTA of kCommitThreads per request; launched after the gather (PDL when kPdl) and its first
-// statement is pdl_wait_primary: nothing the gather wrote is read before the grid-wide ordering.
+// One CTA of kCommitThreads per request; launched after the gather (PDL when kPdl). Under PDL it
+// starts once its request's gather CTAs have all counted themselves past their lookups (flags bits
+// 8-15, wait_for_lookups), while their copies into scratch rows are still in flight: the commit never
+// reads those rows (rotation renames them, direct copies write victims' own rows), so it overlaps the
+// gather's last copies instead of following them. It ends with pdl_wait_primary, so the swap as a
+// whole completes only when every row has landed.
 // Same policy as hisparse/reference/swap_multi_commit.py (mode, sampling, admission, rotation); the
 // unique-miss order u (atomicAdd order in the gather) and collision losers differ run to run.
 //
@@ -169,9 +173,33 @@ __device__ __forceinline__ void fallback_victims(int32_t* ref, int32_t epoch, in
   for (uint32_t i = min(base, needy) + threadIdx.x; i < needy; i += kCommitThreads) s_victim[s_needy[i]] = kNoVictim;
 }
 
+// Blocks the CTA until the gather's lookups of this request are visible: under PDL, a poll of the
+// request's lookup count (the pattern of cooperative groups' grid sync: one thread polls, fences, and a
+// barrier releases the rest), bounded, with the grid-wide wait as the fallback. Without PDL, stream
+// order already gave the gather's completion. Uniform control flow.
+template <bool kPdl>
+__device__ __forceinline__ void wait_for_lookups(const SwapMultiParams& p, const int32_t* counters, int32_t* s_ready) {
+  if constexpr (kPdl) {
+    if (threadIdx.x == 0) {
+      int32_t ready = 0;
+      for (int spin = 0; spin < kLookupSpinLimit && !ready; ++spin) {
+        const int32_t done = (load_volatile32(counters + kCounterFlags) & kFlagLookupsMask) >> kLookupsShift;
+        if (done >= p.gather_tiles) {
+          ready = 1;
+        } else {
+          __nanosleep(kSpinSleepNs);
+        }
+      }
+      __threadfence();
+      *s_ready = ready;
+    }
+    __syncthreads();
+    if (*s_ready == 0) pdl_wait_primary<kPdl>();
+  }
+}
+
 template <bool kPdl, bool kRecordPlan>
 __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __grid_constant__ SwapMultiParams p) {
-  pdl_wait_primary<kPdl>();
 
   extern __shared__ int16_t s_dyn[];
   int16_t* s_victim = s_dyn;                                         // [T]
@@ -184,14 +212,19 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   __shared__ uint32_t s_direct_count;
   __shared__ int64_t s_copy_src[kCommitThreads];
   __shared__ int32_t s_copy_dst[kCommitThreads];
+  __shared__ int32_t s_ready;
 
   const int b = static_cast<int>(blockIdx.x);
-  const int64_t rid = request_slot(p, b);
-  if (rid < 0) return;  // padding row: the gather wrote its outputs and plan count
+  const int64_t rid = request_slot(p, b);  // inputs only: nothing the gather writes
+  if (rid < 0) {  // padding row: the gather wrote its outputs and plan count
+    pdl_wait_primary<kPdl>();
+    return;
+  }
   const int tid = static_cast<int>(threadIdx.x);
 
   // Per-request state. Every thread reads the same words; they are written only in finalize.
   int32_t* counters = p.counters + rid * 4;
+  wait_for_lookups<kPdl>(p, counters, &s_ready);
   const int32_t hot = p.hot;
   const int32_t cap = p.capacity;
   const int32_t epoch = next_epoch(p.clock[rid * 2]);
@@ -395,11 +428,14 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
     counters[kCounterLastMisses] = misses;
     counters[kCounterWork] = 0;
     counters[kCounterUnionHits] = 0;
-    counters[kCounterFlags] = (flags & ~(kFlagDegraded | kFlagPending)) | (degraded_out ? kFlagDegraded : 0);
+    counters[kCounterFlags] = (flags & ~(kFlagDegraded | kFlagPending | kFlagLookupsMask)) | (degraded_out ? kFlagDegraded : 0);
     p.clock[rid * 2] = epoch;
     p.clock[rid * 2 + 1] = misses > 0 ? (cursor + min(misses, hot)) % hot : cursor;
     if (kRecordPlan) p.miss_count[b] = misses;
   }
+  // The gather's copies may still be in flight: the swap completes with them (anything after us in
+  // the stream sees every row, whether or not it waits on this grid alone).
+  pdl_wait_primary<kPdl>();
 }
 
 }  // namespace hisparse::spec

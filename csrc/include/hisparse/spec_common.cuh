@@ -9,7 +9,9 @@
 //   scratch_locs [R,C] int32  device rows owned as scratch, rotated with evicted hot rows
 //   miss_keys/miss_vals [R,M] int64, miss_order [R,T] int32: epoch-tagged per-call workspace
 // flags bit 0 = hash degraded (persistent). flags bit 1 = kFlagPending (ours, transient: set by a
-// gather CTA that left an output pending, cleared by the commit of the same call).
+// gather CTA that left an output pending, cleared by the commit of the same call). flags bits 8-15 =
+// gather CTAs of this call past their lookups (ours, transient: the commit starts on this count, not
+// on the gather's completion, and clears it).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,9 @@ constexpr int32_t kOrderAdmit = 1 << 30;  // approximate mode: u is admitted (ro
 constexpr int kCounterLastMisses = 0, kCounterWork = 1, kCounterUnionHits = 2, kCounterFlags = 3;
 constexpr int32_t kFlagDegraded = 1;
 constexpr int32_t kFlagPending = 2;
+constexpr int kLookupsShift = 8;
+constexpr int32_t kFlagLookupsOne = 1 << kLookupsShift;    // one gather CTA past its lookups
+constexpr int32_t kFlagLookupsMask = 0xFF << kLookupsShift;  // gather_tiles <= 32 (8192 / 256)
 
 // Output codes besides a device row. -2 never leaves the call: the commit rewrites every -2 it finds.
 constexpr int32_t kOutUnresolved = -1;
@@ -41,6 +46,11 @@ constexpr int kCasRetries = 8;                    // re-reads of one bucket befo
 // unbounded spin, so correctness never depends on the scheduler (docs/semantics.md §7.4).
 constexpr int kSpinLimit = 128;
 constexpr unsigned kSpinSleepNs = 64;
+// The commit polls its request's lookup count at most this many times (each >= one L2 round trip +
+// kSpinSleepNs), then falls back to griddepcontrol.wait (the gather's completion). Under PDL the commit
+// grid launches only after every gather CTA has counted itself, so the first poll or two succeed; the
+// bound only keeps a mis-sized count (a request slot twice in one batch) from ever hanging.
+constexpr int kLookupSpinLimit = 1024;
 // Approximate-mode probes per miss before the CTA-wide fallback (see spec_commit.cuh).
 constexpr int kApproxProbeLimit = 32;
 

@@ -192,8 +192,15 @@ __global__ void __launch_bounds__(kThreads) spec_gather_kernel(const __grid_cons
       if (tid == 0) {
         if (s_hits != 0) atomicAdd(counters + kCounterUnionHits, s_hits);
         if (s_pending != 0) atomicOr(counters + kCounterFlags, kFlagPending);
+        // Every write of this CTA's lookups (outputs, miss table, order, plan) before the count: the
+        // barrier above orders the CTA's threads, the fence makes them visible device-wide (the
+        // pattern of cooperative groups' grid sync). The commit starts on the count.
+        __threadfence();
+        atomicAdd(counters + kCounterFlags, kFlagLookupsOne);
       }
-      // Every CTA past its lookups: the commit may be scheduled (it still waits for our completion).
+      __syncthreads();  // the count is issued before any thread of this CTA lets the commit launch
+      // Every CTA past its lookups: the commit may be scheduled. It waits for the counts of its
+      // request, not for our copies, which it never reads (rows land in scratch rows it only renames).
       pdl_launch_dependents<kPdl>();
     }
     block_copy_rows<kThreads, kGatherInFlight>(p.host_cache, p.device_buffer, p.item_size_bytes, s_src, s_dst, s_rows);
