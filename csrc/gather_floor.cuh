@@ -1,9 +1,12 @@
 // Host entry of the bare gather (device code: hisparse/gather.cuh), the in-run physical floor.
 //
 // Picks the flat gather of 16-, 8- or 4-byte words (flat_word_bytes: the widest that divides the item
-// size and both bases), the byte-exact warp-per-row gather otherwise. num_blocks <= 0 means 4 CTAs
-// per SM (528 on a 132-SM H200: the best warp-gather grid measured in docs/semantics.md §H1); the
-// grid never exceeds what the rows need.
+// size and both bases), the byte-exact warp-per-row gather otherwise. num_blocks <= 0 means one CTA
+// per SM for the flat gather and 4 per SM for the warp gather (528 on a 132-SM H200: the best
+// warp-gather grid measured in docs/semantics.md §H1); the grid never exceeds what the rows need.
+// Why one per SM for the flat gather: on rows sorted by host address (what floors.py passes) it was
+// the fastest grid measured on the H200 (docs/perf-notes.md, 2026-12-01): consecutive rows 50.8 GB/s
+// vs 49.9 at 4 per SM, rows scattered over a 5 GB pool 47.5 vs 33.5 (fewer host pages in flight).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,7 +22,8 @@ namespace hisparse {
 
 namespace gather_detail {
 
-constexpr int64_t kBlocksPerSm = 4;
+constexpr int64_t kFlatBlocksPerSm = 1;
+constexpr int64_t kWarpBlocksPerSm = 4;
 
 inline int sm_count(int device) {
   const int n = host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
@@ -59,7 +63,8 @@ void gather_floor_entry(tvm::ffi::TensorView src_rows, tvm::ffi::TensorView dst_
   const int64_t word = flat_word_bytes(p.host_cache, p.device_buffer, p.item_size_bytes);
   const int64_t chunks = word > 0 ? n * (item_size_bytes / word) : 0;
   const bool flat = word > 0 && chunks < (int64_t{1} << 31);  // 32-bit chunk indices in the flat kernel
-  int64_t blocks = num_blocks > 0 ? num_blocks : gather_detail::kBlocksPerSm * gather_detail::sm_count(device);
+  const int64_t per_sm = flat ? gather_detail::kFlatBlocksPerSm : gather_detail::kWarpBlocksPerSm;
+  int64_t blocks = num_blocks > 0 ? num_blocks : per_sm * gather_detail::sm_count(device);
   if (flat) {
     p.chunks_per_row = static_cast<uint32_t>(item_size_bytes / word);
     p.total_chunks = static_cast<uint32_t>(chunks);

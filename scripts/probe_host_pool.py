@@ -1,7 +1,7 @@
 """Probe: why the harness's gather floor of a `serving` case is slower than a standalone gather of
 rows drawn the same way (issue 13). One process, one case's recorded rows, one factor changed at a time.
 
-    python3 scripts/probe_host_pool.py [case_id ...]
+    python3 scripts/probe_host_pool.py [--config NAME] [--shapes] [case_id ...]
 
 For each case (default: lru_sequential and multi_step, serving, batch 64) it builds the workload the
 harness builds, records the rows of ``calls`` calls, and times ``gather_floor`` of each call's rows
@@ -11,7 +11,10 @@ harness builds, records the rows of ``calls`` calls, and times ``gather_floor`` 
   fresh-pool   the same host rows read from a fresh ``torch.empty(pin_memory=True)`` copy of the pool;
   sorted       the harness's rows sorted by host row;
   request-major  grouped by request (stable: each request's order kept);
-  shuffled     in random order.
+  shuffled     in random order;
+  per-request  grouped by request, one 512-thread CTA per request (the grid of sequential LRU: each
+               SM reads one request's region).
+--config picks the config the case ids come from (default: ci); --shapes adds the floor's launch knobs.
 """
 from __future__ import annotations
 
@@ -49,8 +52,8 @@ def region_starts(case) -> list[int]:
     return (torch.cumsum(ctx, 0) - ctx).tolist()
 
 
-def main(ids: list[str]) -> None:
-    cfg = load_config("ci")
+def main(ids: list[str], config: str = "ci") -> None:
+    cfg = load_config(config)
     cases = {c.case_id: c for c in cfg.expand().cases}
     ids = ids or [i for i in cases if "/serving/b64/" in i]
     backend = get_backend("cuda")
@@ -74,7 +77,8 @@ def main(ids: list[str]) -> None:
         order = [torch.sort(s) for s, *_ in jobs]
         rows["sorted"] = [(o.values, d[o.indices], h, b) for o, (s, d, h, b) in zip(order, jobs)]
         # Group by host region (stable: the order within a request is kept) and a full shuffle.
-        bounds = torch.tensor(sorted({int(x) for x in region_starts(case)}), device=jobs[0][0].device)
+        starts = region_starts(case) if case.workload == "serving" else [0]  # other workloads: one region
+        bounds = torch.tensor(sorted({int(x) for x in starts}), device=jobs[0][0].device)
         grouped = []
         for s, d, h, b in jobs:
             region = torch.searchsorted(bounds, s, right=True)
@@ -92,6 +96,10 @@ def main(ids: list[str]) -> None:
         for name, js in rows.items():
             us, gbps = time_gathers(backend, js, item)
             print(f"  {name:<12} {us:8.1f} us {gbps:6.1f} GB/s", flush=True)
+        for loads in (4, 8):
+            us, gbps = time_gathers(backend, grouped, item, num_blocks=int(case.batch), block_size=512,
+                                    loads_in_flight=loads)
+            print(f"  per-request L{loads} {us:8.1f} us {gbps:6.1f} GB/s", flush=True)
         if SHAPES:  # the floor's own launch knobs on the harness's rows
             sms = torch.cuda.get_device_properties(0).multi_processor_count
             for block in (256, 512):
@@ -109,4 +117,12 @@ def main(ids: list[str]) -> None:
 SHAPES = "--shapes" in sys.argv
 
 if __name__ == "__main__":
-    main([a for a in sys.argv[1:] if a != "--shapes"])
+    args = [a for a in sys.argv[1:] if a != "--shapes"]
+    config = "ci"
+    if "--config" in args:
+        i = args.index("--config")
+        if i + 1 >= len(args):
+            sys.exit("--config: needs a config name (e.g. host-side)")
+        config = args[i + 1]
+        del args[i:i + 2]
+    main(args, config)

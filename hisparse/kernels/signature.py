@@ -279,7 +279,7 @@ GATHER_FLOOR = OpArgs("gather_floor", "gather_floor", "hisparse::gather_floor_en
     _HOST_CACHE,
     _DEVICE_BUFFER,
     _ITEM,
-    Arg("num_blocks", INT, "grid size; None = 4 CTAs per SM, never more than the rows need",
+    Arg("num_blocks", INT, "grid size; None = one CTA per SM (flat gather) or 4 (warp gather), never more than the rows need",
         default=None, gpu_only=True, cpp_none=0),
     Arg("block_size", INT, "threads per CTA, a multiple of 32", default=256, gpu_only=True),
     Arg("loads_in_flight", INT, "16-byte loads per thread before the first store (template argument; x 16/W for W-byte words)",

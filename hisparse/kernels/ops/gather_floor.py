@@ -5,7 +5,7 @@ Rows W-aligned on both sides for W = 16, 8 or 4 bytes (W divides the item size a
 widest is taken) go through a flat gather of W-byte words with ``loads_in_flight * 16 / W`` zero-copy
 loads per thread before the first store (capped at 16; 49 GB/s against a warp-per-row gather's 40 GB/s
 on H200 for 576 B rows, docs/semantics.md §H1); anything else takes the byte-exact warp copy.
-``num_blocks=None`` = 4 CTAs per SM (528 on H200), never more than the rows need; each CTA gathers a
+``num_blocks=None`` = one CTA per SM for the flat gather, 4 for the warp gather, never more than the rows need; each CTA gathers a
 contiguous run of the row list (callers that want the best bare gather pass rows sorted by host row:
 hisparse/bench/floors.py does).
 
@@ -60,4 +60,4 @@ def gather_floor(a: Bound) -> None:
     _check_loads(a.loads_in_flight)
     if shape.n == 0:
         return
-    _kernel(a.loads_in_flight)(*ARGS.cpp_values(a))  # num_blocks None -> 0: the entry's "4 CTAs per SM"
+    _kernel(a.loads_in_flight)(*ARGS.cpp_values(a))  # num_blocks None -> 0: the entry picks the grid per path
