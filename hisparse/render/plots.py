@@ -70,6 +70,18 @@ def impl_style(name: str) -> ImplStyle:
 # Parameters that never split a line (the seed is not a variant).
 _IGNORED = {"seed"}
 _BOOL_NAMES = {"pdl": "PDL"}
+_WP = "workload_params"  # flattened to "workload_params.<name>" keys: a legend names only the ones that vary
+
+
+def _flat_params(c: CaseResult) -> dict:
+    """The case's parameters with each workload parameter as a key of its own."""
+    p = dict(c.params)
+    wp = p.pop(_WP, None)
+    if isinstance(wp, dict):
+        p.update({f"{_WP}.{k}": v for k, v in wp.items()})
+    elif wp is not None:
+        p[_WP] = wp
+    return p
 
 
 def _short(key: str, v: Any) -> str:
@@ -88,6 +100,8 @@ def _short(key: str, v: Any) -> str:
         return f"batch {v}"
     if isinstance(v, dict):
         return " ".join(f"{k}={x}" for k, x in sorted(v.items())) or f"{key} default"
+    if key.startswith(_WP + "."):
+        return f"{key[len(_WP) + 1:]} {v}"
     return f"{key} {v}"
 
 
@@ -124,15 +138,20 @@ def _panels(cases: list[CaseResult], x_key: str, panel_keys: tuple[str, ...]) ->
     skip = _IGNORED | {x_key, *panel_keys}
     table: dict[tuple, dict[tuple, Line]] = defaultdict(dict)
     for c in cases:
-        rest = {k: v for k, v in c.params.items() if k not in skip}
-        panel = tuple(c.params.get(k) for k in panel_keys)
+        params = _flat_params(c)
+        rest = {k: v for k, v in params.items() if k not in skip}
+        panel = tuple(params.get(k) for k in panel_keys)
         ident = tuple(sorted((k, _hashable(v)) for k, v in rest.items()))
-        line = table[panel].setdefault(ident, Line(str(c.params.get("implementation")), rest, []))
-        line.points.append((c.params.get(x_key), c))
+        line = table[panel].setdefault(ident, Line(str(params.get("implementation")), rest, []))
+        line.points.append((params.get(x_key), c))
     for lines in table.values():
         for ln in lines.values():
             ln.points.sort(key=lambda t: t[0])
-    return {p: list(table[p].values()) for p in sorted(table, key=lambda p: tuple(map(str, p)))}
+    def order(panel: tuple) -> tuple:  # numbers by value (batch 8 before 64), anything else by name
+        return tuple((0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
+                     for v in panel)
+
+    return {p: list(table[p].values()) for p in sorted(table, key=order)}
 
 
 def _variant_keys(lines: list[Line]) -> list[str]:
@@ -433,8 +452,24 @@ def item_size_effect(run: RunRecord, out_dir: Path) -> Path | None:
     return _line_figure(run, out_dir, spec)
 
 
+def pool_size_effect(run: RunRecord, out_dir: Path) -> Path | None:
+    """Achieved GB/s vs the `serving` workload's context_max (which sizes the host pool: batch x mean
+    context x item), a panel per batch, a line per implementation and the other host-side variants
+    (positions, read order): configs/host-side.yaml's question, which host-side axis moves the figures."""
+    key = f"{_WP}.context_max"
+    cases = [c for c in _ok(run) if key in _flat_params(c)]
+    if len({_flat_params(c)[key] for c in cases}) < 2:
+        return None
+    ceiling = (run.floors or {}).get("pinned_h2d_gbps")
+    spec = Figure("pool_size.png", "Achieved bandwidth vs the host pool (context_max)", key, _gbps,
+                  ylabel="achieved GB/s (bytes per call / time)", xlabel="context_max (tokens per request, at most)",
+                  hline=ceiling, hline_label=f"pinned H2D copy ceiling {ceiling:.1f} GB/s" if ceiling else "",
+                  y_from_zero=True, panel_keys=("workload", "batch"), x_categorical=True)
+    return _line_figure(run, out_dir, spec, cases)
+
+
 PLOTS = (latency_vs_batch, throughput_vs_batch, speedup_vs_batch, vs_sglang, pdl_effect, hot_buffer_effect,
-         item_size_effect)
+         item_size_effect, pool_size_effect)
 
 
 def plot_run(run: RunRecord, out_dir: str | Path) -> list[Path]:

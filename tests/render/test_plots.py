@@ -302,3 +302,31 @@ def test_item_size_plot_shows_time_per_kib_per_panel_of_workload_steps_and_batch
     want = [statistics.median(_samples(640 + item / 100)) * 1e3 * 1024 / (64000 * item) for item in (100, 576, 584)]
     assert line["y"] == pytest.approx(want)
     assert plots.item_size_effect(_run([case("multi_step", 1, 576, 10.0)]), tmp_path / "none") is None
+
+
+def test_pool_size_plot_and_legends_name_only_the_workload_parameters_that_vary(monkeypatch, tmp_path):
+    """configs/host-side.yaml varies serving's context_max, positions and read_order: the pool-size
+    figure draws GB/s against context_max, a panel per batch in batch order, and the legend words are
+    the varying workload parameters only (not the whole workload_params dict)."""
+    from dataclasses import replace
+
+    def case(impl, batch, ctx, positions, us):
+        c = _case(impl, "serving", batch, impl != "lru_sequential", base=us)
+        wp = {"context_min": 16384, "context_max": ctx, "positions": positions, "miss_rate": 0.0957}
+        return replace(c, params={**c.params, "workload_params": wp})
+
+    cases = [case(i, b, ctx, pos, 10.0 * b + ctx / 4096) for i in ("lru_sequential", "multi_step")
+             for b in (8, 64) for ctx in (32768, 262144) for pos in ("scattered", "consecutive")]
+    figs = _capture(monkeypatch)
+    plots.pool_size_effect(_run(cases), tmp_path)
+    panels = figs["pool_size.png"]
+    assert [p["title"] for p in panels] == ["workload serving, batch 8", "workload serving, batch 64"]
+    assert set(panels[1]["lines"]) == {f"{i} · positions {pos}" for i in ("lru_sequential", "multi_step")
+                                       for pos in ("consecutive", "scattered")}
+    line = panels[1]["lines"]["multi_step · positions scattered"]
+    assert line["x"] == [0, 1] and panels[1]["xticks"] == ["32768", "262144"]
+    want = [782 * 64 * 576 / (statistics.median(_samples(640 + ctx / 4096)) * 1e3) for ctx in (32768, 262144)]
+    assert line["y"] == pytest.approx(want)
+    plots.latency_vs_batch(_run(cases), tmp_path)
+    assert "multi_step · context_max 262144 · positions scattered" in figs["latency_vs_batch.png"][0]["lines"]
+    assert plots.pool_size_effect(_run(cases[:1]), tmp_path / "none") is None
