@@ -20,6 +20,8 @@ axes:                          # each axis: a value, a list (full and CI sweep),
   shared_layers: 3             # default 3; the planned implementations only
 slices:                        # more grids: `axes` with some axes replaced; the sweep is the union
   - {workload: distinct, batch: 64, steps: [1, 2, 4]}
+  - {workload: serving, batch: 64,              # a slice may also replace workload parameters
+     workloads: {serving: {context_max: [32768, 262144]}}}
 workloads:                     # name -> parameters; a parameter may be an axis too
   trace: {miss_rate: {values: [0.05, 0.2], ci: [0.05]}, step_overlap: 0.8, locality: 0.5}
 timing: {warmup_calls: 5, calls_per_graph: 100, replays: 10, l2_flush: true, check_calls: 2,
@@ -201,12 +203,16 @@ class SweepConfig:
     description: str = ""
     slices: tuple[Mapping[str, Axis], ...] = ()
     exclude: tuple[ExcludeRule, ...] = ()
+    # Per slice (same order as ``slices``): workload parameters that slice replaces, {} for none.
+    slice_workloads: tuple[Mapping[str, Mapping[str, Axis]], ...] = ()
 
-    def grids(self) -> list[dict[str, Axis]]:
-        return [dict(self.axes)] + [{**self.axes, **s} for s in self.slices]
+    def grids(self) -> list[tuple[dict[str, Axis], Mapping[str, Mapping[str, Axis]]]]:
+        """(axes, workload-parameter overrides) of the main grid and of each slice."""
+        overrides = list(self.slice_workloads) + [{}] * (len(self.slices) - len(self.slice_workloads))
+        return [(dict(self.axes), {})] + [({**self.axes, **s}, o) for s, o in zip(self.slices, overrides)]
 
-    def workload_axes(self, workload: str) -> dict[str, Axis]:
-        given = dict(self.workloads.get(workload, {}))
+    def workload_axes(self, workload: str, overrides: Mapping[str, Mapping[str, Axis]] | None = None) -> dict[str, Axis]:
+        given = {**self.workloads.get(workload, {}), **(overrides or {}).get(workload, {})}
         return {k: given.get(k, Axis.of(spec.default)) for k, spec in WORKLOAD_PARAMS[workload].items()}
 
     def expand(self, ci: bool = False, filters: Sequence[str] = ()) -> Expansion:
@@ -217,11 +223,11 @@ class SweepConfig:
         predicates = [compile_filter(f) for f in filters]
         cases: dict[str, Case] = {}
         pruned: dict[tuple[str, str], Pruned] = {}
-        for grid in self.grids():
+        for grid, overrides in self.grids():
             picked = [grid[a].pick(ci) for a in AXES]
             for combo in itertools.product(*picked):
                 p = dict(zip(AXES, combo))
-                waxes = self.workload_axes(p["workload"])
+                waxes = self.workload_axes(p["workload"], overrides)
                 for wcombo in itertools.product(*(a.pick(ci) for a in waxes.values())):
                     case = Case.from_dict({**p, "workload_params": dict(zip(waxes, wcombo)), "seed": self.seed},
                                           self.timing)
@@ -324,18 +330,7 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
     t = ctx.mapping(top.get("timing"), "timing", tuple(_TIMING_SPEC))
     timing = TimingSettings(**{k: ctx.value(_TIMING_SPEC[k], v, f"timing.{k}") for k, v in t.items()})
 
-    workloads: dict[str, dict[str, Axis]] = {}
-    for wname, wraw in ctx.mapping(top.get("workloads"), "workloads", WORKLOADS).items():
-        schema = WORKLOAD_PARAMS[wname]
-        key = f"workloads.{wname}"
-        if wraw is not None and not isinstance(wraw, Mapping):
-            raise ctx.error(key, f"expected a mapping of parameters ({', '.join(schema) or 'none'}), "
-                                 f"got {_kind(wraw)}")
-        if wraw and not schema:
-            bad = next(iter(wraw))
-            raise ctx.error(f"{key}.{bad}", f"unknown key; {wname} takes no parameters")
-        params = ctx.mapping(wraw, key, tuple(schema))
-        workloads[wname] = {k: ctx.axis(schema[k], v, f"{key}.{k}") for k, v in params.items()}
+    workloads = _parse_workloads(ctx, top.get("workloads"), "workloads")
 
     raw_axes = ctx.mapping(top.get("axes"), "axes", AXES)
     axes = {a: ctx.axis(AXIS_SPECS[a], raw_axes[a], f"axes.{a}") for a in raw_axes}
@@ -351,15 +346,33 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
     raw_slices = top.get("slices") or []
     if not isinstance(raw_slices, list):
         raise ctx.error("slices", f"expected a list of axis mappings, got {_kind(raw_slices)}")
-    slices = []
+    slices, slice_workloads = [], []
     for i, s in enumerate(raw_slices):
-        d = ctx.mapping(s, f"slices[{i}]", AXES)
+        d = dict(ctx.mapping(s, f"slices[{i}]", (*AXES, "workloads")))
+        slice_workloads.append(_parse_workloads(ctx, d.pop("workloads", None), f"slices[{i}].workloads"))
         slices.append({a: ctx.axis(AXIS_SPECS[a], v, f"slices[{i}].{a}") for a, v in d.items()})
 
     exclude = _parse_exclude(ctx, top.get("exclude"))
     return SweepConfig(name=cfg_name, path=Path(path) if path is not None else None, axes=axes, timing=timing,
                        workloads=workloads, seed=seed, track=track, description=description,
-                       slices=tuple(slices), exclude=exclude)
+                       slices=tuple(slices), exclude=exclude, slice_workloads=tuple(slice_workloads))
+
+
+def _parse_workloads(ctx: _Ctx, raw: Any, key: str) -> dict[str, dict[str, Axis]]:
+    """`workloads:` (top level, or one slice's overrides): name -> parameter -> Axis."""
+    workloads: dict[str, dict[str, Axis]] = {}
+    for wname, wraw in ctx.mapping(raw, key, WORKLOADS).items():
+        schema = WORKLOAD_PARAMS[wname]
+        wkey = f"{key}.{wname}"
+        if wraw is not None and not isinstance(wraw, Mapping):
+            raise ctx.error(wkey, f"expected a mapping of parameters ({', '.join(schema) or 'none'}), "
+                                  f"got {_kind(wraw)}")
+        if wraw and not schema:
+            bad = next(iter(wraw))
+            raise ctx.error(f"{wkey}.{bad}", f"unknown key; {wname} takes no parameters")
+        params = ctx.mapping(wraw, wkey, tuple(schema))
+        workloads[wname] = {k: ctx.axis(schema[k], v, f"{wkey}.{k}") for k, v in params.items()}
+    return workloads
 
 
 def _parse_exclude(ctx: _Ctx, raw: Any) -> tuple[ExcludeRule, ...]:

@@ -390,6 +390,25 @@ def test_yaml_problems_name_the_file(tmp_path):
     assert msg.startswith(f"{p}: the config is empty")
 
 
+def test_a_slice_replaces_workload_parameters_for_its_own_grid_only():
+    cfg = parse_config({
+        "axes": {"implementation": "multi_step", "workload": "serving", "batch": [1, 64]},
+        "workloads": {"serving": {"context_max": 131072, "positions": "scattered"}},
+        "slices": [{"batch": 64, "workloads": {"serving": {"context_max": [32768, 262144]}}}],
+    })
+    got = {(c.batch, c.workload_params_dict["context_max"], c.workload_params_dict["positions"]) for c in cfg.expand()}
+    # the slice's override replaces context_max only; positions comes from the top-level workloads
+    assert got == {(1, 131072, "scattered"), (64, 131072, "scattered"), (64, 32768, "scattered"),
+                   (64, 262144, "scattered")}
+    with pytest.raises(ConfigError, match=r"slices\[0\]\.workloads\.serving\.context_mx: unknown key"):
+        parse_config({"axes": {"workload": "serving"},
+                      "slices": [{"workloads": {"serving": {"context_mx": 1}}}]})
+    with pytest.raises(ConfigError, match=r"slices\[0\]\.workloads\.upstream\.x: unknown key; upstream takes no parameters"):
+        parse_config({"slices": [{"workloads": {"upstream": {"x": 1}}}]})
+    with pytest.raises(ConfigError, match=r"slices\[0\]\.colour: unknown key; allowed keys: .*workloads"):
+        parse_config({"slices": [{"colour": 1}]})
+
+
 def test_exclude_and_slice_validation(tmp_path):
     msg, p = config_error(tmp_path, "exclude: [{batchsize: 1}]\n")
     assert "exclude[0].batchsize: unknown key" in msg and "reason" in msg
@@ -421,12 +440,17 @@ def test_load_by_name():
 def test_default_config_fits_the_budget():
     # configs/default.yaml's header: 35 serving cases (lru 7 + 2 multi-step x 7 batches x PDL on/off),
     # then 70 main-grid cases on upstream/distinct + 26 multi_step + 17 lru_sequential in the batch-64
-    # slice + 8 on serving at 584 / 100 B = 156; 9 pruned (lru at hot 32768); --ci: 6 serving + 14.
+    # slice + 8 on serving at 584 / 100 B + 4 on serving's pool sizes = 160; 9 pruned (lru at hot
+    # 32768); --ci: 6 serving + 14.
     cfg = load_config("default")
     exp = cfg.expand()
-    assert len(exp) == 156
+    assert len(exp) == 160
     assert len(exp.pruned) == 9 and all("int16 lru_slots" in p.reason for p in exp.pruned)
-    serving = [c for c in exp if c.workload == "serving" and c.item_size_bytes == 576]
+    pools = [c for c in exp if c.workload_params_dict.get("context_max", 131072) != 131072]
+    assert sorted(c.case_id for c in pools) == sorted(
+        f"{i}/serving/b64/s4/k2048/h4096/i576/pdl{p}/context_max={m}"
+        for i, p in (("lru_sequential", 0), ("multi_step", 1)) for m in (32768, 262144))
+    serving = [c for c in exp if c.workload == "serving" and c.item_size_bytes == 576 and c not in pools]
     assert len(serving) == 35 and list(exp)[:35] == serving  # serving first
     assert sorted({c.batch for c in serving}) == [1, 2, 4, 8, 16, 32, 64]
     odd_items = [c for c in exp if c.item_size_bytes in (584, 100)]
