@@ -19,6 +19,8 @@
 //   Anything else stays -1 (invalid token, host row missing).
 // After each round's lookups the CTA copies the rows it claimed in that round together
 // (block_copy_rows: all of them in flight at once).
+// After its last round's lookups (before that round's copy) the CTA counts itself in its request's
+// flags, bits 8-15, and triggers the dependent launch: the commit starts on that count.
 //
 // Padding rows (b >= num_real_reqs[0]) get -1 everywhere and miss_count 0; their state is untouched.
 #pragma once
