@@ -18,8 +18,8 @@ harness builds, records the rows of ``calls`` calls, and times ``gather_floor`` 
 """
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 
 import torch
 
@@ -52,7 +52,7 @@ def region_starts(case) -> list[int]:
     return (torch.cumsum(ctx, 0) - ctx).tolist()
 
 
-def main(ids: list[str], config: str = "ci") -> None:
+def main(ids: list[str], config: str = "ci", shapes: bool = False) -> None:
     cfg = load_config(config)
     cases = {c.case_id: c for c in cfg.expand().cases}
     ids = ids or [i for i in cases if "/serving/b64/" in i]
@@ -100,7 +100,7 @@ def main(ids: list[str], config: str = "ci") -> None:
             us, gbps = time_gathers(backend, grouped, item, num_blocks=int(case.batch), block_size=512,
                                     loads_in_flight=loads)
             print(f"  per-request L{loads} {us:8.1f} us {gbps:6.1f} GB/s", flush=True)
-        if SHAPES:  # the floor's own launch knobs on the harness's rows
+        if shapes:  # the floor's own launch knobs on the harness's rows
             sms = torch.cuda.get_device_properties(0).multi_processor_count
             for block in (256, 512):
                 for per_sm in (1, 2, 4):
@@ -114,15 +114,10 @@ def main(ids: list[str], config: str = "ci") -> None:
         torch.cuda.empty_cache()
 
 
-SHAPES = "--shapes" in sys.argv
-
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--shapes"]
-    config = "ci"
-    if "--config" in args:
-        i = args.index("--config")
-        if i + 1 >= len(args):
-            sys.exit("--config: needs a config name (e.g. host-side)")
-        config = args[i + 1]
-        del args[i:i + 2]
-    main(args, config)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("case_ids", nargs="*", help="case ids of --config (default: its serving batch-64 cases)")
+    ap.add_argument("--config", default="ci", help="the config the case ids come from (default: ci)")
+    ap.add_argument("--shapes", action="store_true", help="also time the floor's launch knobs")
+    a = ap.parse_args()
+    main(a.case_ids, a.config, a.shapes)

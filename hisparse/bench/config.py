@@ -42,7 +42,7 @@ import hashlib
 import itertools
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -192,6 +192,14 @@ def _coerce_text(spec: ParamSpec, text: str) -> Any:
 
 
 @dataclass(frozen=True)
+class Slice:
+    """One more grid: the axes it replaces and the workload parameters it replaces ({} for none)."""
+
+    axes: Mapping[str, Axis]
+    workloads: Mapping[str, Mapping[str, Axis]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SweepConfig:
     name: str
     path: Path | None
@@ -201,15 +209,12 @@ class SweepConfig:
     seed: int = 0
     track: bool = False
     description: str = ""
-    slices: tuple[Mapping[str, Axis], ...] = ()
+    slices: tuple[Slice, ...] = ()
     exclude: tuple[ExcludeRule, ...] = ()
-    # Per slice (same order as ``slices``): workload parameters that slice replaces, {} for none.
-    slice_workloads: tuple[Mapping[str, Mapping[str, Axis]], ...] = ()
 
     def grids(self) -> list[tuple[dict[str, Axis], Mapping[str, Mapping[str, Axis]]]]:
         """(axes, workload-parameter overrides) of the main grid and of each slice."""
-        overrides = list(self.slice_workloads) + [{}] * (len(self.slices) - len(self.slice_workloads))
-        return [(dict(self.axes), {})] + [({**self.axes, **s}, o) for s, o in zip(self.slices, overrides)]
+        return [(dict(self.axes), {})] + [({**self.axes, **s.axes}, s.workloads) for s in self.slices]
 
     def workload_axes(self, workload: str, overrides: Mapping[str, Mapping[str, Axis]] | None = None) -> dict[str, Axis]:
         given = {**self.workloads.get(workload, {}), **(overrides or {}).get(workload, {})}
@@ -346,16 +351,17 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
     raw_slices = top.get("slices") or []
     if not isinstance(raw_slices, list):
         raise ctx.error("slices", f"expected a list of axis mappings, got {_kind(raw_slices)}")
-    slices, slice_workloads = [], []
+    slices = []
     for i, s in enumerate(raw_slices):
         d = dict(ctx.mapping(s, f"slices[{i}]", (*AXES, "workloads")))
-        slice_workloads.append(_parse_workloads(ctx, d.pop("workloads", None), f"slices[{i}].workloads"))
-        slices.append({a: ctx.axis(AXIS_SPECS[a], v, f"slices[{i}].{a}") for a, v in d.items()})
+        workloads_of_slice = _parse_workloads(ctx, d.pop("workloads", None), f"slices[{i}].workloads")
+        slices.append(Slice({a: ctx.axis(AXIS_SPECS[a], v, f"slices[{i}].{a}") for a, v in d.items()},
+                            workloads_of_slice))
 
     exclude = _parse_exclude(ctx, top.get("exclude"))
     return SweepConfig(name=cfg_name, path=Path(path) if path is not None else None, axes=axes, timing=timing,
                        workloads=workloads, seed=seed, track=track, description=description,
-                       slices=tuple(slices), exclude=exclude, slice_workloads=tuple(slice_workloads))
+                       slices=tuple(slices), exclude=exclude)
 
 
 def _parse_workloads(ctx: _Ctx, raw: Any, key: str) -> dict[str, dict[str, Axis]]:
