@@ -55,15 +55,30 @@ inline void check_contiguous(const char* name, const TensorView& t) {
 
 }  // namespace swap_multi_detail
 
+// Host pools above this size get one gather CTA per SM (see launch_gather). Measured on the H200
+// (docs/perf-notes.md, 2026-12-01, `serving` batch 64): at 2 CTAs per SM a 2.8 GiB pool ran at 1.02x
+// sequential LRU and a 3.6 GiB pool at 1.53x; at one CTA per SM both ran at 1.01x. The line sits
+// below the cliff because the two sides cost differently: one CTA per SM costs at most 4.5% (batch
+// 8-16, where the grid runs few rounds), the cliff 50%.
+constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
+
 // The gather's launch shape, from the device at run time: CTAs of spec::kGatherThreads, as many per
-// request as fill one wave of the device's resident CTA slots (SM count x occupancy of this kernel:
-// 132 x 2 on the H200) and never more than the request's occurrences need. Why one
-// wave of few, large CTAs per request rather than one small CTA per 128 occurrences: a zero-copy read
+// request as fill one wave of the device's resident CTA slots (SM count x CTAs per SM) and never more
+// than the request's occurrences need. CTAs per SM: the kernel's occupancy (2 on the H200: 128
+// registers), or 1 when the host pool is larger than kLargePoolBytes.
+// Why one wave of few, large CTAs per request rather than one small CTA per 128 occurrences: a zero-copy read
 // of a scattered host row is slow when its SM has many requests' host regions in flight. Measured on
 // the H200 (docs/perf-notes.md), `serving` batch 64: 128-thread CTAs of every request on every SM 740 us,
 // this shape 676 us; one 1024- or 512-thread CTA per SM 730 / 671 us but 10-18% slower on shared rows.
+// Why one CTA per SM on large pools: scattered reads over a pool of several GB pay for address
+// translation, and two requests' regions per SM are one too many there (the bare gather of the same rows:
+// 2 CTAs per SM ~43 GB/s, 1 per SM 47.5, on a 5 GB pool). Small pools keep the occupancy: `upstream`'s
+// shared rows were 7-17% slower at one CTA per SM. The pool, not the batch's footprint, is the
+// test (the host reads no device values): a deployment whose pool is sized for more requests than the
+// batch pays the small-batch cost above, never the cliff.
 template <bool kPdl, bool kRecordPlan>
-inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurrences, int device, cudaStream_t stream) {
+inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurrences, int64_t pool_bytes, int device,
+                          cudaStream_t stream) {
   constexpr int kThreads = spec::kGatherThreads;
   const auto kernel = spec::spec_gather_kernel<kPdl, kRecordPlan>;
   // Queried once per device (like host::device_attribute): an eager call's launch path stays cheap.
@@ -76,7 +91,8 @@ inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurren
     }
     per_sm_of[slot] = per_sm;
   }
-  const int64_t slots = static_cast<int64_t>(per_sm_of[slot]) * host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
+  const int per_sm = pool_bytes > kLargePoolBytes ? 1 : per_sm_of[slot];
+  const int64_t slots = static_cast<int64_t>(per_sm) * host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
   const int64_t max_tiles = (occurrences + kThreads - 1) / kThreads;
   p.gather_tiles = static_cast<int32_t>(std::clamp<int64_t>(slots / bs, 1, max_tiles));
   host::launch(kernel, dim3(static_cast<unsigned>(bs * p.gather_tiles)), dim3(kThreads), 0, stream, false, p);
@@ -269,7 +285,7 @@ void swap_multi_entry(tvm::ffi::TensorView top_k_tokens, tvm::ffi::TensorView de
   host::DeviceGuard guard(dev.device_id);
   const cudaStream_t stream = host::stream_of(top_k_tokens);
   // The gather is an ordinary launch: it reads the caller's inputs (top-k from the indexer) at once.
-  launch_gather<kPdl, kRecordPlan>(p, bs, occurrences, dev.device_id, stream);
+  launch_gather<kPdl, kRecordPlan>(p, bs, occurrences, host_rows * item_size_bytes, dev.device_id, stream);
   host::launch(spec::spec_commit_kernel<kPdl, kRecordPlan>, dim3(static_cast<unsigned>(bs)), dim3(spec::kCommitThreads),
                spec::commit_smem_bytes(p.occurrences), stream, kPdl, p);
 }

@@ -43,6 +43,9 @@ from _gpu import GPU_ONLY, ITEM_SIZES
 pytestmark = GPU_ONLY
 
 HOST_ROWS = 1 << 16  # shared host pool per item size: token t of slot r uses host row (t + 7919 r) % HOST_ROWS
+# A pool past csrc/swap_multi.cuh's kLargePoolBytes (2 GiB) at 576 B: the gather's one-CTA-per-SM grid, and
+# host rows past byte 2^31 (row 3.73M). 5 * 2^20 + 1 is coprime with the spread factor 97 below.
+LARGE_POOL_ROWS = 5 * (1 << 20) + 1
 SPARE_ROWS = 8
 
 
@@ -123,11 +126,13 @@ class Spec:
     degraded: bool = False  # start with the hash index wiped and the degraded flag set
     moved: float = 0.3  # share of hot slots holding non-identity tokens (found through the banks)
     debug: bool = False  # also run the wrapper's contract check
+    pool_rows: int = HOST_ROWS  # host pool rows; larger pools spread each request's rows over all of it
 
     @property
     def id(self) -> str:
+        pool = "" if self.pool_rows == HOST_ROWS else f"-pool{self.pool_rows * self.item / 2**30:.1f}GiB"
         return (f"w{self.seed:03d}-b{self.batch}-s{self.steps}-k{self.top_k}-h{self.hot}-i{self.item}"
-                f"-p{self.page}-{self.mix}-c{self.calls}-pdl{int(self.pdl)}")
+                f"-p{self.page}-{self.mix}-c{self.calls}-pdl{int(self.pdl)}{pool}")
 
 
 _MIX = {  # probabilities: resident, recent (often a miss), repeat of an earlier entry, draft, padding (-1)
@@ -173,10 +178,25 @@ def random_specs() -> list[Spec]:
     for i, (hot, cap, batch) in enumerate([(4096, "min", 2), (6144, "min", 3), (32768, "rand", 1), (8192, "min", 4)]):
         specs.append(Spec(seed=154 + i, batch=batch, steps=4, top_k=2048, hot=hot, item=(576, 656, 1152, 584)[i],
                           page=64, mix="distinct", capacity=cap, calls=2, moved=0.0, pdl=i % 2 == 1))
+    # A 2.8 GiB pool at batch 64: the launch shape for large pools (one gather CTA per SM, 2 per request).
+    specs.append(Spec(seed=160, batch=64, steps=4, top_k=2048, hot=4096, item=576, page=64, mix="mixed", calls=2,
+                      extra_slots=1, pool_rows=LARGE_POOL_ROWS))
     return specs
 
 
 SPECS = random_specs()
+
+
+def large_host(rows: int, item: int, pinned: bool) -> torch.Tensor:
+    """[rows, item] uint8 (item % 8 == 0) whose 8-byte word w of row r holds r * 1000003 + w: every row
+    and every word distinct, filled in chunks (a random fill of GBs takes minutes on the CPU)."""
+    words = item // 8
+    h = torch.empty((rows, words), dtype=torch.int64, pin_memory=pinned)
+    step = 1 << 18
+    for lo in range(0, rows, step):
+        idx = torch.arange(lo, min(rows, lo + step), dtype=torch.int64).unsqueeze(1)
+        h[lo:lo + step] = idx * 1000003 + torch.arange(words, dtype=torch.int64)
+    return h.view(torch.uint8)
 
 
 class World:
@@ -216,9 +236,11 @@ class World:
         return torch.randint(0, max(hi, 1), (n,), generator=self.g)
 
     @classmethod
-    def host(cls, item: int, pinned: bool = True) -> torch.Tensor:
+    def host(cls, item: int, pinned: bool = True, rows: int = HOST_ROWS) -> torch.Tensor:
         """Pinned [HOST_ROWS, item] uint8; row r starts with r (little endian), then random bytes, so
-        every row is distinct even for 4-byte items."""
+        every row is distinct even for 4-byte items. Other sizes: large_host (not kept)."""
+        if rows != HOST_ROWS:
+            return large_host(rows, item, pinned)
         h = cls._host_cache.get((item, pinned))
         if h is None:
             g = torch.Generator().manual_seed(item)
@@ -267,12 +289,15 @@ class World:
         scratch = (base + s.hot + s.page + torch.arange(self.capacity)).to(torch.int32)
         # Host rows: shared pool, ~3% of positions missing, draft tokens of half the slots not backed up yet.
         pos = torch.arange(self.max_len, dtype=torch.int64)
-        hcl = (pos.unsqueeze(0) + 7919 * torch.arange(r).unsqueeze(1)) % HOST_ROWS
+        if s.pool_rows == HOST_ROWS:
+            hcl = (pos.unsqueeze(0) + 7919 * torch.arange(r).unsqueeze(1)) % HOST_ROWS
+        else:  # rows spread over the whole pool, one-to-one within a request (97 is coprime with it)
+            hcl = (97 * pos.unsqueeze(0) + 7919 * 131 * torch.arange(r).unsqueeze(1)) % s.pool_rows
         hcl[torch.rand(r, self.max_len, generator=self.g) < 0.03] = -1
         for rid in range(0, r, 2):
             drafts = tail_tok[rid][tail_tok[rid] >= 0]
             hcl[rid, drafts] = -1
-        host = self.host(s.item, pinned=dev.type == "cuda")
+        host = self.host(s.item, pinned=dev.type == "cuda", rows=s.pool_rows)
         rows = r * self.width + SPARE_ROWS
         device = torch.full((rows, s.item), 0xCD, dtype=torch.uint8, device=dev)
         held = dbt.to(torch.int64)
