@@ -55,11 +55,11 @@ inline void check_contiguous(const char* name, const TensorView& t) {
 
 }  // namespace swap_multi_detail
 
-// Host pools above this size get one gather CTA per SM (see launch_gather). Measured on the H200
+// Host pools above this size get one gather CTA per SM (launch_gather says why). Measured on the H200
 // (docs/perf-notes.md, 2026-12-01, `serving` batch 64): at 2 CTAs per SM a 2.8 GiB pool ran at 1.02x
 // sequential LRU and a 3.6 GiB pool at 1.53x; at one CTA per SM both ran at 1.01x. The line sits
-// below the cliff because the two sides cost differently: one CTA per SM costs at most 4.5% (batch
-// 8-16, where the grid runs few rounds), the cliff 50%.
+// below that cliff, not in the unmeasured gap, because the wrong side of it costs at most 4.5% (batch
+// 8-16, where the grid runs few rounds) and the wrong side of the cliff 50%.
 constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 
 // The gather's launch shape, from the device at run time: CTAs of spec::kGatherThreads, as many per
@@ -70,12 +70,10 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 // of a scattered host row is slow when its SM has many requests' host regions in flight. Measured on
 // the H200 (docs/perf-notes.md), `serving` batch 64: 128-thread CTAs of every request on every SM 740 us,
 // this shape 676 us; one 1024- or 512-thread CTA per SM 730 / 671 us but 10-18% slower on shared rows.
-// Why one CTA per SM on large pools: scattered reads over a pool of several GB pay for address
-// translation, and two requests' regions per SM are one too many there (the bare gather of the same rows:
-// 2 CTAs per SM ~43 GB/s, 1 per SM 47.5, on a 5 GB pool). Small pools keep the occupancy: `upstream`'s
-// shared rows were 7-17% slower at one CTA per SM. The pool, not the batch's footprint, is the
-// test (the host reads no device values): a deployment whose pool is sized for more requests than the
-// batch pays the small-batch cost above, never the cliff.
+// Why one per SM on large pools: scattered reads over a pool of several GB pay for address translation,
+// and there two requests' regions per SM are one too many. Small pools keep the occupancy (`upstream`'s
+// shared rows were 7-17% slower at one per SM). The test is the pool, a tensor shape, not the batch's
+// footprint, which only device values tell.
 template <bool kPdl, bool kRecordPlan>
 inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurrences, int64_t pool_bytes, int device,
                           cudaStream_t stream) {
