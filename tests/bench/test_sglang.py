@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -117,6 +118,32 @@ def test_pinned_spec_kernel_builds_compile_only():
         print("BUILT", type(m).__name__)
     """, HISPARSE_SGLANG_SRC=str(PINNED))
     assert "BUILT" in proc.stdout, (proc.stdout + proc.stderr)[-4000:]
+
+
+SPEC_HEADER = Path("sglang/kernels/jit/csrc/kvcacheio/hisparse_spec.cuh")
+VICTIM_LOOP = "for (int64_t iteration = 0; iteration < compact_iterations; ++iteration) {"
+
+
+@needs_pinned
+@pytest.mark.skipif(shutil.which("git") is None, reason="git applies the patch")
+def test_commit_barrier_patch_ends_each_victim_iteration_with_a_barrier(tmp_path):
+    """patches/sglang-0.5.23-commit-barrier.patch (README, docs/known-issues.md item 11) applies to the
+    pinned wheel and adds exactly one __syncthreads(), as the last statement of the commit kernel's
+    victim-loop body: the fix the H200 probe measured, and nothing else."""
+    original = (PINNED / SPEC_HEADER).read_text()
+    (tmp_path / SPEC_HEADER).parent.mkdir(parents=True)
+    (tmp_path / SPEC_HEADER).write_text(original)
+    proc = subprocess.run(["git", "apply", "-p1", str(REPO / "patches" / "sglang-0.5.23-commit-barrier.patch")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    patched = (tmp_path / SPEC_HEADER).read_text()
+    assert patched.count("__syncthreads();") == original.count("__syncthreads();") + 1
+    lines = patched.splitlines()
+    head = [i for i, line in enumerate(lines) if line.strip() == VICTIM_LOOP]
+    assert len(head) == 1, "the victim loop's header is not where 0.5.23 has it"
+    close = next(i for i in range(head[0] + 1, len(lines)) if lines[i] == "  }")  # the loop's own brace
+    assert lines[close - 1].strip().startswith("__syncthreads();")
+    assert len(lines) == len(original.splitlines()) + 1
 
 
 # ---------------------------------------------------------------------------------------------
