@@ -19,10 +19,13 @@ and records the host-side duration of ``graph.replay()`` per sample, to see whet
 block scheduler starts; if the mode is a function of k, it is the placement of the small grids.
 
 --kernels: 30 replays under torch.profiler (CUPTI traces the graph's kernels one by one): per replay
-the time per call of each kernel (advance, gather, commit) and of the gaps between them, averaged per
-mode, so the ~2 us/call between the modes is placed in a kernel or between kernels; the raw kernel
-rows go to OUT_DIR/kernels-<n>.json. Then the engine's loop with the host cache copied to the device
-("devhost"): if the modes vanish, their cause is on the PCIe/host side of the reads.
+the medians over its calls of each kernel's duration (the kernels before a gather, gather, commit),
+when the commit starts after the gather starts and ends after the gather ends, and the gap to the next
+call, averaged per mode, so the ~2 us/call between the modes is placed in a kernel or between kernels
+and the overlap of the two kernels under PDL is visible; the raw kernel rows (kind, start, duration,
+name) go to OUT_DIR/kernels-<n>.json. Then the same split and the engine's loop with the host cache
+copied to the device ("devhost", kernels-<n>-devhost.json): if the modes vanish, their cause is on the
+PCIe/host side of the reads; if the call gets no faster, PCIe is not its critical path.
 
 Output per case and variant: median/min/max of 60 samples, how many fall below the min-max midpoint,
 the median launch time overall and per half, then the first 30 samples.
@@ -118,8 +121,9 @@ def rotation(graph, workload, shifts=(0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 33, 66), re
         print(f"  shift {k:3d}: median {st.median(xs):6.2f}  " + " ".join(f"{x:.1f}" for x in xs), flush=True)
 
 
-def kernel_rows(graph, workload, replays: int = 30) -> tuple[list[float], list[list[tuple[str, float, float]]]]:
-    """(per-call us from events, per replay the graph's kernels as (kind, start us, duration us))."""
+def kernel_rows(graph, workload, replays: int = 30) -> tuple[list[float], list[list[tuple[str, float, float, str]]]]:
+    """(per-call us from events, per replay every kernel after its delimiter as (kind, start us,
+    duration us, name)); split_calls finds the calls in them."""
     flush_buf = timing.l2_flush_buffer(0)
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays + 1)]
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -135,31 +139,72 @@ def kernel_rows(graph, workload, replays: int = 30) -> tuple[list[float], list[l
         prof.export_chrome_trace(f"{tmp}/trace.json")
         trace = json.loads(Path(f"{tmp}/trace.json").read_text())
     kernels = sorted((e["ts"], e["dur"], e["name"]) for e in trace["traceEvents"] if e.get("cat") == "kernel")
-    marks = [i for i, (_, _, name) in enumerate(kernels) if "spin_kernel" in name]
-    per_replay = []
-    for m in marks:
-        rows = kernels[m + 1:m + 1 + 3 * CALLS]
-        per_replay.append([(_kind(name), ts, dur) for ts, dur, name in rows])
+    marks = [i for i, (_, _, name) in enumerate(kernels) if "spin_kernel" in name] + [len(kernels)]
+    per_replay = [[(_kind(name), ts, dur, name) for ts, dur, name in kernels[a + 1:b]]
+                  for a, b in zip(marks, marks[1:])]
     per_call = [s.elapsed_time(e) * 1000.0 / CALLS for s, e in events]
     return per_call[1:], per_replay[1:]
 
 
 def _kind(name: str) -> str:
-    return "gather" if "gather" in name else "commit" if "commit" in name else "advance"
+    return "gather" if "gather" in name else "commit" if "commit" in name else "other"
 
 
-def kernel_report(per_call: list[float], per_replay: list[list[tuple[str, float, float]]]) -> str:
-    """Per replay: us per call of each kernel kind, of the gaps and of the span; then means per mode."""
-    rows = []
-    for x, ks in zip(per_call, per_replay):
-        span = ks[-1][1] + ks[-1][2] - ks[0][1]
-        parts = {k: sum(d for kind, _, d in ks if kind == k) / CALLS for k in ("advance", "gather", "commit")}
-        rows.append(dict(event=x, span=span / CALLS, gaps=(span - sum(d for _, _, d in ks)) / CALLS,
-                         n=len(ks), **parts))
-    mid = (min(per_call) + max(per_call)) / 2
-    cols = ("event", "span", "advance", "gather", "commit", "gaps", "n")
-    out = ["    " + " ".join(f"{c:>8s}" for c in cols)]
-    out += ["    " + " ".join(f"{r[c]:8.2f}" for c in cols) for r in rows]
+def split_calls(rows: list, calls: int = CALLS) -> list[dict]:
+    """The calls of one replay's kernel rows (kind, start, duration[, name]), in start order.
+
+    A call is a gather and the commit after it; the other kernels after a commit and before the next
+    gather (the workload's advance, however many kernels it takes: a device-to-device copy is not a
+    kernel at all) are the next call's "pre". At most ``calls`` calls: what follows the last one's
+    commit (the next iteration's reset and L2 flush) is not a call. Each call: pre (summed duration),
+    gather and commit (start, duration)."""
+    out: list[dict] = []
+    pre = 0.0
+    cur: dict | None = None
+    for kind, ts, dur, *_ in rows:
+        if kind == "gather":
+            if len(out) == calls:
+                break
+            cur = {"pre": pre, "gather": (ts, dur)}
+            pre = 0.0
+        elif kind == "commit" and cur is not None and "commit" not in cur:
+            cur["commit"] = (ts, dur)
+            out.append(cur)
+            cur = None
+        else:
+            pre += dur
+    return out
+
+
+def call_timeline(rows: list, calls: int = CALLS) -> dict[str, float]:
+    """Medians over one replay's calls, us: pre, gather, commit, when the commit starts after the gather
+    starts and ends after the gather ends, and the gap from a commit's end to the next call's gather."""
+    cs = split_calls(rows, calls)
+    if not cs:
+        return {}
+    end = lambda k: k[0] + k[1]  # noqa: E731
+    gaps = [b["gather"][0] - end(a["commit"]) for a, b in zip(cs, cs[1:])]
+    return {
+        "calls": float(len(cs)),
+        "pre": st.median(c["pre"] for c in cs),
+        "gather": st.median(c["gather"][1] for c in cs),
+        "commit": st.median(c["commit"][1] for c in cs),
+        "commit_start": st.median(c["commit"][0] - c["gather"][0] for c in cs),
+        "commit_end": st.median(end(c["commit"]) - end(c["gather"]) for c in cs),
+        "next_gather": st.median(gaps) if gaps else 0.0,
+    }
+
+
+def kernel_report(per_call: list[float], per_replay: list[list]) -> str:
+    """Per replay: the event time per call and the call timeline (call_timeline); then means per mode."""
+    rows = [dict(event=x, **call_timeline(ks)) for x, ks in zip(per_call, per_replay)]
+    rows = [r for r in rows if "gather" in r]
+    if not rows:
+        return "    no gather/commit kernels found"
+    mid = (min(r["event"] for r in rows) + max(r["event"] for r in rows)) / 2
+    cols = ("event", "pre", "gather", "commit", "commit_start", "commit_end", "next_gather", "calls")
+    out = ["    " + " ".join(f"{c:>12s}" for c in cols)]
+    out += ["    " + " ".join(f"{r[c]:12.2f}" for c in cols) for r in rows]
     for name, sel in (("low", [r for r in rows if r["event"] < mid]), ("high", [r for r in rows if r["event"] >= mid])):
         if sel:
             out.append(f"  {name:4s} {len(sel):2d} " + " ".join(f"{c} {st.mean(r[c] for r in sel):7.2f}" for c in cols[:-1]))
@@ -192,6 +237,11 @@ def probe_kernels(out_dir: Path, cases: dict, case_ids: list[str]) -> None:
         device_host_cache(bound)
         del graph
         graph = capture(bound, workload)
+        per_call, per_replay = kernel_rows(graph, workload)  # the same split without PCIe
+        print(f"{case_id} devhost", flush=True)
+        print(kernel_report(per_call, per_replay), flush=True)
+        (out_dir / f"kernels-{n}-devhost.json").write_text(json.dumps(dict(case_id=case_id, per_call_us=per_call,
+                                                                           kernels=per_replay)))
         print(report(case_id, "devhost", *time_variant(graph, workload, True, True, False)), flush=True)
         del graph, bound, workload
         torch.cuda.synchronize()
