@@ -11,7 +11,7 @@ source scripts/gpu_node_setup.sh
 mkdir /tmp/ab-tree && tar cf - --exclude=./.cache --exclude=./.whl --exclude=./.sgl . | tar xf - -C /tmp/ab-tree
 ROOT=$PWD
 PATCH=${1:?usage: run-ab.sh PATCH [CONFIG]}; CONFIG=${2:-$P/probe-groups.yaml}
-case $CONFIG in /*) ;; *) CONFIG=$ROOT/$CONFIG ;; esac  # both trees read the tree's copy of the config
+case $CONFIG in /*) ;; *) CONFIG=$ROOT/$CONFIG ;; esac  # absolute: both trees read the same config file
 patch -d /tmp/ab-tree -p1 < "$PATCH" > $L/patch.txt 2>&1 || { echo "patch failed"; exit 2; }
 t0=$SECONDS
 for tree in $ROOT /tmp/ab-tree; do
