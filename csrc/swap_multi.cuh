@@ -64,36 +64,62 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 
 // The gather's launch shape, from the device at run time: CTAs of spec::kGatherThreads, as many per
 // request as fill one wave of the device's resident CTA slots (SM count x CTAs per SM) and never more
-// than the request's occurrences need. CTAs per SM: the kernel's occupancy (2 on the H200: 128
-// registers), or 1 when the host pool is larger than kLargePoolBytes.
+// than the request's occurrences need. Three shapes, by the host pool and the grid's rounds:
+// - pool > kLargePoolBytes: one CTA per SM;
+// - pool <= the device's L2 and the occupancy shape would run each CTA for 2 rounds or more: the
+//   64-register build at its occupancy (4 per SM on the H200);
+// - otherwise the 128-register build at its occupancy (2 per SM on the H200).
 // Why one wave of few, large CTAs per request rather than one small CTA per 128 occurrences: a zero-copy read
 // of a scattered host row is slow when its SM has many requests' host regions in flight. Measured on
 // the H200 (docs/perf-notes.md), `serving` batch 64: 128-thread CTAs of every request on every SM 740 us,
 // this shape 676 us; one 1024- or 512-thread CTA per SM 730 / 671 us but 10-18% slower on shared rows.
 // Why one per SM on large pools: scattered reads over a pool of several GB pay for address translation,
-// and there two requests' regions per SM are one too many. Small pools keep the occupancy (`upstream`'s
-// shared rows were 7-17% slower at one per SM). The test is the pool, a tensor shape, not the batch's
-// footprint, which only device values tell.
-template <bool kPdl, bool kRecordPlan>
-inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurrences, int64_t pool_bytes, int device,
-                          cudaStream_t stream) {
-  constexpr int kThreads = spec::kGatherThreads;
-  const auto kernel = spec::spec_gather_kernel<kPdl, kRecordPlan>;
-  // Queried once per device (like host::device_attribute): an eager call's launch path stays cheap.
+// and there two requests' regions per SM are one too many (`upstream`'s shared rows were 7-17% slower
+// at one per SM, so small pools keep the occupancy).
+// Why 4 per SM on a pool that fits in L2 with rounds to run: its rows are read again from L2 (on
+// `upstream` every request reads the same 11.5 MiB), so the CTA's lookup-then-copy rounds wait on L2,
+// not on the link, and twice the CTAs per SM hide twice the latency. Same-call A/B on the H200
+// (results/probes/gather-groups-h200-20261201/, eleventh session), `upstream`: batch 32 276-278 us
+// against 296-297, batch 64 438-450 against 511-526, batch 16 150 against 152; batch 8 (one round) 83
+// against 82 and `serving` batch 1 (a 30 MiB pool, one round) 22.0-22.3 against 21.1-21.3, hence the
+// rounds test. On pools past L2 the 4-per-SM shape lost: `serving` batch 16 / 32 (0.8 / 1.4 GiB) +1.4% /
+// +3.7%, `distinct` batch 64 (0.6 GiB) +1.3%. The tests are tensor shapes and device attributes: the
+// host reads no device value.
+template <bool kPdl, bool kRecordPlan, int kMinBlocks>
+inline int gather_occupancy(int device) {
+  // Queried once per device and instantiation (like host::device_attribute): the launch path stays cheap.
   static int per_sm_of[64] = {0};
   const int slot = device >= 0 && device < 64 ? device : 0;
   if (per_sm_of[slot] == 0) {
     int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess || per_sm < 1) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, spec::spec_gather_kernel<kPdl, kRecordPlan, kMinBlocks>,
+                                                      spec::kGatherThreads, 0) != cudaSuccess ||
+        per_sm < 1) {
       per_sm = 1;
     }
     per_sm_of[slot] = per_sm;
   }
-  const int per_sm = pool_bytes > kLargePoolBytes ? 1 : per_sm_of[slot];
-  const int64_t slots = static_cast<int64_t>(per_sm) * host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
+  return per_sm_of[slot];
+}
+
+template <bool kPdl, bool kRecordPlan>
+inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurrences, int64_t pool_bytes, int device,
+                          cudaStream_t stream) {
+  constexpr int kThreads = spec::kGatherThreads;
+  const int64_t sms = host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
   const int64_t max_tiles = (occurrences + kThreads - 1) / kThreads;
-  p.gather_tiles = static_cast<int32_t>(std::clamp<int64_t>(slots / bs, 1, max_tiles));
-  host::launch(kernel, dim3(static_cast<unsigned>(bs * p.gather_tiles)), dim3(kThreads), 0, stream, false, p);
+  const auto tiles_at = [&](int per_sm) { return std::clamp<int64_t>(per_sm * sms / bs, 1, max_tiles); };
+  const int64_t l2_bytes = host::device_attribute<cudaDevAttrL2CacheSize>(device);
+  int64_t tiles = tiles_at(pool_bytes > kLargePoolBytes ? 1 : gather_occupancy<kPdl, kRecordPlan, 2>(device));
+  const bool small_pool_rounds = pool_bytes <= l2_bytes && tiles * kThreads < occurrences;
+  if (small_pool_rounds) tiles = tiles_at(gather_occupancy<kPdl, kRecordPlan, 4>(device));
+  p.gather_tiles = static_cast<int32_t>(tiles);
+  const dim3 grid(static_cast<unsigned>(bs * tiles));
+  if (small_pool_rounds) {
+    host::launch(spec::spec_gather_kernel<kPdl, kRecordPlan, 4>, grid, dim3(kThreads), 0, stream, false, p);
+  } else {
+    host::launch(spec::spec_gather_kernel<kPdl, kRecordPlan, 2>, grid, dim3(kThreads), 0, stream, false, p);
+  }
 }
 
 template <bool kPdl, bool kRecordPlan>

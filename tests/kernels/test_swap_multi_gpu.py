@@ -170,6 +170,8 @@ def random_specs() -> list[Spec]:
             degraded=rng.random() < 0.06, moved=rng.choice((0.0, 0.3, 0.8)), debug=rng.random() < 0.05,
         ))
     # Production sizes at batch 64 (items kept small where the checker's host-side copies would be slow).
+    # Their pools (HOST_ROWS rows: 36 MiB at 576 B) fit in the H200's L2 and the grid has rounds to run, so
+    # the gather takes its 64-register, 4-CTAs-per-SM shape (csrc/swap_multi.cuh, launch_gather).
     for i, (hot, k, item, mix) in enumerate([(4096, 2048, 576, "union"), (6144, 2048, 100, "approx"),
                                               (4096, 1024, 4, "distinct")]):
         specs.append(Spec(seed=150 + i, batch=64, steps=4, top_k=k, hot=hot, item=item, page=64, mix=mix,

@@ -150,8 +150,11 @@ __device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotVi
   out[occ] = loc;
 }
 
-template <bool kPdl, bool kRecordPlan, int kThreads = kGatherThreads>
-__global__ void __launch_bounds__(kThreads) spec_gather_kernel(const __grid_constant__ SwapMultiParams p) {
+// kMinBlocks: CTAs per SM the registers must allow (__launch_bounds__). 2 caps them at 128, what the
+// compiler took without a minimum (an explicit 1 let it take 152: one CTA per SM); 4 caps them at 64
+// (the small-pool shape, swap_multi.cuh; 144 B spilled).
+template <bool kPdl, bool kRecordPlan, int kMinBlocks = 2, int kThreads = kGatherThreads>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) spec_gather_kernel(const __grid_constant__ SwapMultiParams p) {
   __shared__ int64_t s_src[kThreads];  // copy list of this CTA's round: host row -> scratch row
   __shared__ int32_t s_dst[kThreads];
   __shared__ uint32_t s_rows;
