@@ -87,6 +87,9 @@ class SwapBuffers:
     miss_dst: torch.Tensor | None = None  # int32 [bs, S*K]
     miss_count: torch.Tensor | None = None  # int32 [bs]
     shared_layer_buffers: tuple[torch.Tensor, ...] = ()  # planned implementations: one device buffer per layer
+    # Planned implementations: one host cache per shared layer (its own rows, as each layer of a model has
+    # its own KV); empty = every layer reads ``host_cache`` (upstream's benchmark, and the stress sequences).
+    shared_layer_hosts: tuple[torch.Tensor, ...] = ()
     rows_per_request: int = 0  # device rows owned by each request (slots + extra page + scratch)
 
     @property
@@ -122,8 +125,9 @@ class SwapBuffers:
 
     def copy_planned_kwargs(self, layer: int) -> dict[str, Any]:
         """Arguments of ``copy_planned`` into shared layer ``layer`` (1-based)."""
+        host = self.shared_layer_hosts[layer - 1] if self.shared_layer_hosts else self.host_cache
         return dict(miss_src=self.miss_src, miss_dst=self.miss_dst, miss_count=self.miss_count,
-                    num_real_reqs=self.num_real_reqs, host_cache=self.host_cache,
+                    num_real_reqs=self.num_real_reqs, host_cache=host,
                     device_buffer=self.shared_layer_buffers[layer - 1], item_size_bytes=self.item_size_bytes)
 
 
@@ -415,6 +419,21 @@ def sort_steps_by_row(tokens: torch.Tensor, host_locs: torch.Tensor) -> torch.Te
     return tokens.gather(-1, rows.argsort(dim=-1, stable=True))
 
 
+def shared_layer_hosts(case: Case, host_rows: int, dev: torch.device, host_offset_rows: int) -> tuple[torch.Tensor, ...]:
+    """The host caches of a planned case's shared layers: layer l (1-based) reads the ``host_rows`` rows
+    that follow layer l-1's in the pinned pool, so no layer's planned copy re-reads the rows the swap has
+    just read (known issue 12: those came back from L2, and the planned figures ran below their PCIe
+    floor). ``upstream`` keeps every layer on the swapped layer's rows: its rows are shared anyway, and
+    that is upstream's benchmark. Pinned memory: (1 + shared_layers) x the pool (~11 GiB at `serving`
+    batch 64). The shared layers' resident device rows keep layer 0's bytes: no check or copy reads them."""
+    if not case.shared_layers or case.workload == "upstream":
+        return ()
+    # The last layer first: the pool grows once, to the whole extent, and the other views fit in it.
+    views = [HOST_POOL.view(host_rows, case.item_size_bytes, dev, offset_rows=host_offset_rows + layer * host_rows)
+             for layer in range(case.shared_layers, 0, -1)]
+    return tuple(reversed(views))
+
+
 def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: int = 0) -> Workload:
     """Build every tensor of ``case`` on ``device``. The host cache is a view of the process-wide
     pinned pool (hisparse/bench/host_cache.py), starting ``host_offset_rows`` rows in (timing rounds after the
@@ -476,6 +495,7 @@ def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: i
     tokens = torch.full((bs, hot + page), -1, dtype=torch.int32, device=dev)
     tokens[:, :hot] = torch.arange(hot, dtype=torch.int32, device=dev)
 
+    layer_hosts = shared_layer_hosts(case, host_rows, dev, host_offset_rows)  # first: see there
     host_cache = HOST_POOL.view(host_rows, case.item_size_bytes, dev, offset_rows=host_offset_rows)
     shape, dtype = kv_shape(bs * stride, case.item_size_bytes)
     device_buffer = torch.zeros(shape, dtype=dtype, device=dev)
@@ -498,10 +518,10 @@ def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: i
         miss_src=torch.zeros((bs, S * K), **idx), miss_dst=torch.zeros((bs, S * K), dtype=torch.int32, device=dev),
         miss_count=torch.zeros(bs, dtype=torch.int32, device=dev),
         shared_layer_buffers=tuple(device_buffer.clone() for _ in range(case.shared_layers)),
-        rows_per_request=stride,
+        shared_layer_hosts=layer_hosts, rows_per_request=stride,
     )
     return Workload(case, dev, buffers, schedule, fresh_start, fresh_count, cap)
 
 
 __all__ = ["HOST_POOL", "SEQ_LEN", "TOKEN_SCALE", "SwapBuffers", "Workload", "WorkloadStats", "data_seed", "fill_pattern",
-           "make_workload", "serving_contexts", "upstream_step_tokens"]
+           "make_workload", "serving_contexts", "shared_layer_hosts", "upstream_step_tokens"]

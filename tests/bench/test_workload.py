@@ -542,7 +542,9 @@ def test_reference_ops_on_serving_read_the_fresh_rows_from_the_request_region(im
 def test_planned_implementations_copy_the_fresh_rows_into_every_shared_layer(impl):
     """The shared-layer baseline (sequential LRU + each step's plan replayed) and multi_step_planned
     do the same work: the swapped layer and each of the 2 shared layers receive exactly the fresh
-    rows of the call, and every shared layer ends up equal to the swapped layer at those rows."""
+    rows of the call, and each shared layer ends up with its own host rows' bytes at those slots: layer l
+    reads the l-th block of host rows after the swapped layer's (known issue 12), so its row r holds the
+    pattern of pool row l * H + r (H: the swapped layer's host rows), words (row * TOKEN_SCALE + w)."""
     from hisparse.bench.backends import get_backend
     from hisparse.bench.calls import bind
     from hisparse.kernels.reference.bytes import as_rows
@@ -561,10 +563,36 @@ def test_planned_implementations_copy_the_fresh_rows_into_every_shared_layer(imp
         for layer in (0, 1, 2):
             rows = sorted(int(r) for cp in record.copies if cp.layer == layer for r in cp.src_rows)
             assert rows == fresh, (impl, c, layer)
+        src = torch.cat([cp.src_rows for cp in record.copies if cp.layer == 0]).to(torch.int64)
         dst = torch.cat([cp.dst_rows for cp in record.copies if cp.layer == 0]).to(torch.int64)
         primary = as_rows(w.buffers.device_buffer, case.item_size_bytes)[dst]
-        for shared in w.buffers.shared_layer_buffers:
-            assert torch.equal(as_rows(shared, case.item_size_bytes)[dst], primary)
+        H, words = w.buffers.host_cache.shape[0], case.item_size_bytes // 8
+        for layer, shared in enumerate(w.buffers.shared_layer_buffers, start=1):
+            want = (src + layer * H).unsqueeze(1) * TOKEN_SCALE + torch.arange(words)
+            got = shared[dst]
+            assert torch.equal(got, want), (impl, c, layer)
+            assert not torch.equal(got, primary)  # not the swapped layer's rows again
+
+
+def test_shared_layers_read_their_own_host_rows_except_on_upstream():
+    """`serving` and `distinct`: each shared layer's host cache is its own block of pinned rows, right
+    after the previous layer's, of the swapped layer's shape. `upstream` (upstream's benchmark, rows
+    shared anyway) keeps every layer on the swapped layer's host cache."""
+    timing = TimingSettings(warmup_calls=2, calls_per_graph=4, check_calls=2)
+    for workload, params in (("distinct", {}), ("serving", {"context_min": 4096, "context_max": 8192})):
+        case = Case("multi_step_planned", workload, params, batch=2, steps=4, top_k=64, hot_buffer_size=128,
+                    shared_layers=3, timing=timing)
+        b = make_workload(case, CPU).buffers
+        H, row = b.host_cache.shape[0], b.host_cache.stride(0) * b.host_cache.element_size()
+        hosts = [b.copy_planned_kwargs(layer)["host_cache"] for layer in (1, 2, 3)]
+        for layer, h in enumerate(hosts, start=1):
+            assert h.shape == b.host_cache.shape and h.dtype == b.host_cache.dtype, workload
+            assert h.data_ptr() - b.host_cache.data_ptr() == layer * H * row, (workload, layer)
+            assert int(h[0, 0]) == layer * H * TOKEN_SCALE, (workload, layer)  # pool row l*H, word 0
+    case = Case("multi_step_planned", "upstream", batch=2, shared_layers=3, timing=timing)
+    b = make_workload(case, CPU).buffers
+    assert b.shared_layer_hosts == ()
+    assert all(b.copy_planned_kwargs(layer)["host_cache"] is b.host_cache for layer in (1, 2, 3))
 
 
 @pytest.mark.parametrize("impl", ["lru_sequential", "multi_step"])
