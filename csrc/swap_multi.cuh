@@ -76,9 +76,11 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 // Why one per SM on large pools: scattered reads over a pool of several GB pay for address translation,
 // and there two requests' regions per SM are one too many (`upstream`'s shared rows were 7-17% slower
 // at one per SM, so small pools keep the occupancy).
-// Why 4 per SM on a pool that fits in L2 with rounds to run: its rows are read again from L2 (on
-// `upstream` every request reads the same 11.5 MiB), so the CTA's lookup-then-copy rounds wait on L2,
-// not on the link, and twice the CTAs per SM hide twice the latency. Same-call A/B on the H200
+// Why 4 per SM on a pool that fits in L2 with rounds to run: its rows can be read again from L2 (on
+// `upstream` every request reads the same 782 rows per call, and the swap runs under the PCIe time of
+// the rows it writes), so the CTA's lookup-then-copy rounds wait on L2, not on the link, and twice the
+// CTAs per SM hide twice the latency. The pool is only a proxy for that reuse (a pool larger than L2 can
+// still be read from a few shared rows); it is what the host knows without reading device values. Same-call A/B on the H200
 // (results/probes/gather-groups-h200-20261201/, eleventh session), `upstream`: batch 32 276-278 us
 // against 296-297, batch 64 438-450 against 511-526, batch 16 150 against 152; batch 8 (one round) 83
 // against 82 and `serving` batch 1 (a 30 MiB pool, one round) 22.0-22.3 against 21.1-21.3, hence the
