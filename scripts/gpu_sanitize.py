@@ -14,7 +14,8 @@ reported (exit 9). A clean real run means something only next to a caught plante
 ``real`` runs: the single-step swap (plan recorded and not, an aligned and an unaligned item size,
 long / fast / padding rows, the rows used at the very end of exactly sized buffers), the planned copy
 replaying its plan, the bare gather (flat paths of 16-, 8- and 4-byte words, the warp fallback), and the
-multi-step swap (72-byte items: the 8-byte flat copy) when
+multi-step swap (72-byte items: the 8-byte flat copy; at batch 3, one round of the gather, and at the
+smallest batch whose grid runs two rounds, the 64-register gather at 4 CTAs per SM) when
 hisparse.kernels.ops.swap_multi exists (checked with the invariant checker), else a "skipped" line.
 Exit codes of the script itself: 0 ok, 1 a result differs from the reference, 2 usage.
 """
@@ -201,20 +202,44 @@ def run_multi_step() -> list[str]:
     if importlib.util.find_spec("hisparse.kernels.ops.swap_multi") is None:
         print("swap_multi: skipped (hisparse.kernels.ops.swap_multi does not exist yet)")
         return []
-    from hisparse.kernels.ops.swap_multi import swap_multi_step
-    from hisparse.kernels.reference.invariants import check_multi_step, snapshot
-    from hisparse.kernels.scenarios import build_case
-    from hisparse.kernels.state import MultiStepState
+    # Two shapes of the gather (csrc/swap_multi.cuh, launch_gather): batch 3 runs one round, so the
+    # 128-register build; the second case's batch is the smallest at which the 2-per-SM grid would give
+    # each CTA a second round, so the 64-register build at 4 per SM runs (its pool, ~3 MB, fits in L2).
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    failures = []
+    for bs, steps, k, hot in multi_step_cases(sms):
+        failures += _multi_step_case(bs, steps, k, hot)
+    return failures
 
-    bs, steps, k, hot, page = 3, 2, 64, 128, 4
+
+def multi_step_cases(sms: int) -> list[tuple[int, int, int, int]]:
+    """(batch, steps, top_k, hot) of the multi-step cases on a device of ``sms`` SMs."""
+    steps, k = 4, 1024
+    rounds_bs = 2 * sms * 256 // (steps * k) + 1  # 256 = the gather's CTA; 2 = its CTAs per SM on the H200
+    return [(3, 2, 64, 128), (rounds_bs, steps, k, 1024)]
+
+
+def multi_step_inputs(bs: int, steps: int, k: int, hot: int) -> dict:
+    """The multi-step swap's arguments on the CPU: random top-k over each request's context, each step's
+    newest token included, the last request padding, the plan recorded, 72-byte items."""
+    from hisparse.kernels.scenarios import build_case
+
     g = torch.Generator().manual_seed(11)
     seq = torch.tensor([[hot + 500 + s for s in range(steps)] for _ in range(bs)], dtype=torch.int32)
     top_k = torch.stack([torch.stack([torch.randperm(int(seq[b, s]) - 1, generator=g)[:k] for s in range(steps)])
                          for b in range(bs)])
     top_k[:, :, 0] = seq - 1  # each step's newest token (tail / extra page path)
-    case = build_case(top_k.to(torch.int32), seq.reshape(-1), hot=hot, page=page, max_len=int(seq.max()) + 1,
-                      num_real=bs - 1, record_plan=True, words=9)  # 72-byte items
-    kw = dict(case.kwargs)
+    case = build_case(top_k.to(torch.int32), seq.reshape(-1), hot=hot, page=4, max_len=int(seq.max()) + 1,
+                      num_real=bs - 1, record_plan=True, words=9)
+    return dict(case.kwargs)
+
+
+def _multi_step_case(bs: int, steps: int, k: int, hot: int) -> list[str]:
+    from hisparse.kernels.ops.swap_multi import swap_multi_step
+    from hisparse.kernels.reference.invariants import check_multi_step, snapshot
+    from hisparse.kernels.state import MultiStepState
+
+    kw = multi_step_inputs(bs, steps, k, hot)
     dev = torch.device("cuda")
     for name, v in list(kw.items()):
         if name == "host_cache":
@@ -227,8 +252,9 @@ def run_multi_step() -> list[str]:
     swap_multi_step(**kw)
     torch.cuda.synchronize()
     violations = check_multi_step(inputs=kw, before=before, after=snapshot(kw))
-    print(f"swap_multi: {'ok' if not violations else f'{len(violations)} invariant violations: {violations[:3]}'}")
-    return ["swap_multi"] if violations else []
+    verdict = 'ok' if not violations else f'{len(violations)} invariant violations: {violations[:3]}'
+    print(f"swap_multi bs={bs} steps={steps} k={k} hot={hot}: {verdict}")
+    return [f"swap_multi bs={bs}"] if violations else []
 
 
 # -------------------------------------------------------------------------------------------------

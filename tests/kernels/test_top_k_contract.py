@@ -55,3 +55,36 @@ def test_the_sanitizers_single_step_cases_are_within_the_contract(item, plan, se
     kw = mod._swap_case(item, plan, seed, device="cpu")
     swap_single_step(**kw)
     assert int((kw["top_k_device_locs"][:3] >= 0).sum()) > 0  # real rows got device rows
+
+
+def _sanitizer_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "gpu_sanitize.py"
+    spec = importlib.util.spec_from_file_location("gpu_sanitize", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("sms", [132, 78])  # H200, H20
+def test_the_sanitizers_multi_step_cases_cover_both_gather_builds_and_keep_the_invariants(sms):
+    # The second case must be the smallest batch whose 2-per-SM gather grid runs two rounds (the rule
+    # of csrc/swap_multi.cuh launch_gather: tiles = 2 * SMs // batch CTAs of 256 threads per request, a
+    # second round when tiles * 256 < steps * top_k), so compute-sanitizer sees the 64-register build;
+    # and both cases must be valid inputs that the reference swaps without an invariant violation.
+    from hisparse.kernels.reference.invariants import check_multi_step, snapshot
+    from hisparse.kernels.reference.swap_multi import swap_multi_step
+
+    mod = _sanitizer_script()
+    (b1, s1, k1, h1), (b2, s2, k2, h2) = mod.multi_step_cases(sms)
+    assert min(2 * sms // b1, -(-s1 * k1 // 256)) * 256 >= s1 * k1  # one round
+    assert (2 * sms // b2) * 256 < s2 * k2 <= (2 * sms // (b2 - 1)) * 256  # two rounds, not at b2 - 1
+    for case in mod.multi_step_cases(sms):
+        kw = mod.multi_step_inputs(*case)
+        before = snapshot(kw)
+        swap_multi_step(**kw)
+        assert check_multi_step(inputs=kw, before=before, after=snapshot(kw)) == [], case
+        pool = kw["host_cache"].numel() * kw["host_cache"].element_size()
+        assert pool < 50 << 20, case  # fits in an H100's or H200's L2 (50 / 60 MiB), the rule's other half
