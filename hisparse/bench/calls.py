@@ -68,6 +68,21 @@ class CallRecord:
     def total_rows(self) -> int:
         return sum(int(c.src_rows.numel()) for c in self.copies)
 
+    @property
+    def distinct_host_rows(self) -> int:
+        """Host rows read, each counted once however many requests or layers read it: rows are told
+        apart by their place in the host buffer (views of one pinned pool at other offsets are other
+        rows), so on `upstream`, whose requests and layers share rows, this is far below ``total_rows``."""
+        by_buffer: dict[int, list[torch.Tensor]] = {}
+        for c in self.copies:
+            if c.src_rows.numel() == 0:
+                continue
+            h = c.host_cache
+            row_bytes = h.stride(0) * h.element_size()
+            first = (h.data_ptr() - h.untyped_storage().data_ptr()) // row_bytes  # the view's offset, in rows
+            by_buffer.setdefault(h.untyped_storage().data_ptr(), []).append(c.src_rows.to(torch.int64).cpu() + first)
+        return sum(int(torch.cat(rows).unique().numel()) for rows in by_buffer.values())
+
 
 def plan_rows(miss_src: torch.Tensor, miss_dst: torch.Tensor, miss_count: torch.Tensor,
               num_real_reqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

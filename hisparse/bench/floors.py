@@ -2,7 +2,10 @@
 
 - PCIe floor: the case's host->device bytes per call over the pinned-host -> device bandwidth
   measured by ``measure_pinned_h2d`` (a ``copy_`` of a large pinned buffer; 55.3 GB/s for 1 GiB on
-  the H200 node). Not applicable on the reference backend (no PCIe): "n/a".
+  the H200 node). Not applicable on the reference backend (no PCIe): "n/a". It counts every row copied;
+  where requests or layers read the same host rows (`upstream`) the distinct rows read
+  (``Work.host_bytes_per_call``) are fewer, re-reads need not cross the link, and the case can run
+  under this floor: the run summary marks those cases.
 - Gather floor: a bare gather (``gather_floor``, the kernels' own warp copy, nothing else) of the
   SAME rows the case copied, per call, replayed through the same timing loop as the case (CUDA graph
   of calls_per_graph calls, L2 flushed between replays). Scattered rows over a large pinned pool
@@ -91,9 +94,12 @@ class Work:
     unique_misses_per_call: float  # rows the swapped layer loaded per call (mean over recorded calls)
     hits_per_call: float  # top-k occurrences resident before the call
     bytes_per_call: float  # host->device bytes per call, every layer
+    # Distinct host rows' bytes read per call (CallRecord.distinct_host_rows): below bytes_per_call where
+    # requests or layers read the same rows (`upstream`), whose re-reads need not cross the link.
+    host_bytes_per_call: float | None = None
 
     def to_dict(self) -> dict[str, float | int]:
-        return {k: _int_if_whole(v) for k, v in self.__dict__.items()}
+        return {k: _int_if_whole(v) for k, v in self.__dict__.items() if v is not None}
 
 
 def _int_if_whole(v: float) -> float | int:
@@ -106,6 +112,7 @@ def work_of(records: list[CallRecord], item_size_bytes: int) -> Work:
         unique_misses_per_call=sum(r.primary_rows for r in records) / n,
         hits_per_call=sum(r.hits for r in records) / n,
         bytes_per_call=sum(r.total_rows for r in records) * item_size_bytes / n,
+        host_bytes_per_call=sum(r.distinct_host_rows for r in records) * item_size_bytes / n,
     )
 
 

@@ -1,5 +1,6 @@
 """The gather floor's row lists (hisparse/bench/floors.py gather_calls) on CPU: grouped per
 (host, destination) pair, in host-address order, every (host row -> device row) pair kept."""
+import pytest
 import torch
 
 from hisparse.bench import floors
@@ -33,3 +34,38 @@ def test_sorted_floor_moves_the_same_bytes_as_the_swap():
     for s, d in ((50, 4), (3, 0), (17, 2), (9, 5)):
         assert torch.equal(buf[d], host[s])
     assert buf[1].abs().sum() == 0 and buf[3].abs().sum() == 0
+
+
+def test_distinct_host_rows_count_a_shared_row_once_and_tell_views_of_one_pool_apart():
+    pool = torch.zeros(100, 8)
+    a, b = pool[0:50], pool[50:100]  # two layers' host caches: views of one pinned pool
+    buf = torch.zeros(10, 8)
+    rec = CallRecord(copies=(_copy([1, 2, 3], [0, 1, 2], a, buf), _copy([2, 3, 4], [3, 4, 5], a, buf),
+                             _copy([1, 2], [0, 1], b, buf, layer=1)), occurrences=8, hits=0)
+    assert rec.total_rows == 8
+    assert rec.distinct_host_rows == 6  # pool rows 1, 2, 3, 4 and 51, 52
+    aliased = CallRecord(copies=rec.copies[:2] + (_copy([1, 2], [0, 1], pool[0:50], buf, layer=1),),
+                         occurrences=8, hits=0)
+    assert aliased.distinct_host_rows == 4  # the layer's view is the same rows: 1 and 2 again
+    work = floors.work_of([rec, aliased], item_size_bytes=32)
+    assert work.bytes_per_call == 8 * 32 and work.host_bytes_per_call == (6 + 4) / 2 * 32
+
+
+def test_upstream_reads_each_shared_row_once_and_serving_layers_read_their_own():
+    """End to end on the reference backend: `upstream`'s 3 requests and 2 shared layers read the same host
+    rows (1/9 of the rows copied are distinct), `distinct`'s and `serving`'s never share one."""
+    from hisparse.bench.calls import bind
+    from hisparse.bench.case import Case, TimingSettings
+    from hisparse.bench.workload import make_workload
+
+    timing = TimingSettings(warmup_calls=2, calls_per_graph=3, check_calls=1)
+    for workload, params, share in (("upstream", {}, 1 / 9), ("distinct", {}, 1.0),
+                                    ("serving", {"context_min": 4096, "context_max": 8192}, 1.0)):
+        small = {} if workload == "upstream" else dict(top_k=64, hot_buffer_size=128)
+        case = Case("multi_step_planned", workload, params, batch=3, steps=4, shared_layers=2, timing=timing, **small)
+        w = make_workload(case, "cpu")
+        bound = bind(case.implementation, get_backend("reference"), w, pdl=case.pdl)
+        w.reset()
+        records = [bound.recorded_call() for _ in range(3)]
+        work = floors.work_of(records, case.item_size_bytes)
+        assert work.host_bytes_per_call == pytest.approx(share * work.bytes_per_call), workload

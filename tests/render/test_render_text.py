@@ -94,3 +94,22 @@ def test_compare_table_shows_the_ratio_in_a_and_b_per_pair():
                     "| multi_step/b64 | 0.950 | 0.970 |",
                     "ours faster in A: 2 of 2 pairs, in B: 1 of 2; 1 pair(s) sglang timed in neither run"]
     assert "ours vs sglang" not in text.compare_table(compare(a, a), threshold=0.02, alpha=0.01)
+
+
+def test_run_table_marks_a_pcie_floor_whose_rows_are_read_more_than_once():
+    # work.host_bytes_per_call: the distinct host rows' bytes (hisparse/bench/calls.py distinct_host_rows).
+    def timed(case_id, host_bytes):
+        c = _case(case_id, [100.0] * 10)
+        work = {"unique_misses_per_call": 100, "hits_per_call": 0, "bytes_per_call": 1000}
+        if host_bytes is not None:
+            work["host_bytes_per_call"] = host_bytes
+        return replace(c, work=work, floor={"pcie_floor_us": 120.0, "gather_floor_us": 90.0})
+
+    from dataclasses import replace  # noqa: PLC0415
+    run = _run("r", [timed("shared", 250), timed("own", 1000), timed("old-file", None)])
+    out = text.run_table(run)
+    lines = {ln.split("|")[1].strip(): ln for ln in out.splitlines() if ln.startswith("| ")}
+    assert "0.83x*" in lines["shared"]
+    assert "*" not in lines["own"] and "0.83x" in lines["own"]
+    assert "*" not in lines["old-file"]
+    assert out.splitlines()[-1].startswith("* rows read more than once") and "read only 25% of them" in out
