@@ -80,8 +80,9 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 // `upstream` every request reads the same 782 rows per call, and the swap runs under the PCIe time of
 // the rows it writes), so the CTA's lookup-then-copy rounds wait on L2, not on the link, and twice the
 // CTAs per SM hide twice the latency. The pool is only a proxy for that reuse (a pool larger than L2 can
-// still be read from a few shared rows); it is what the host knows without reading device values. Same-call A/B on the H200
-// (results/probes/gather-groups-h200-20261201/, eleventh session), `upstream`: batch 32 276-278 us
+// still be read from a few shared rows); it is what the host knows without reading device values.
+// Same-call A/B on the H200 (results/probes/gather-groups-h200-20261201/, eleventh session),
+// `upstream`: batch 32 276-278 us
 // against 296-297, batch 64 438-450 against 511-526, batch 16 150 against 152; batch 8 (one round) 83
 // against 82 and `serving` batch 1 (a 30 MiB pool, one round) 22.0-22.3 against 21.1-21.3, hence the
 // rounds test. On pools past L2 the 4-per-SM shape lost: `serving` batch 16 / 32 (0.8 / 1.4 GiB) +1.4% /
