@@ -30,7 +30,7 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.files import write_atomic
 from hisparse.render.plots import impl_style
-from hisparse.render.text import modes_text
+from hisparse.render.text import REREAD_MARK, host_read_share, modes_text
 from hisparse.track.history import CommitPoint, RunFile
 from hisparse.track.series import REGRESSION, ChangePoint, History, TrackedSeries
 
@@ -422,8 +422,21 @@ def _case_row(c: dict) -> list[str]:
     status = str(c.get("status"))
     gbps, over = d.get("gbps"), d.get("over_pcie_floor")
     return [E(c["case_id"]), _bad(status) if status == "failed" else E(status), fmt_us(med), fmt_us(st.get("iqr_us")),
-            str(len(samples)), "-" if gbps is None else f"{gbps:.2f}", "-" if over is None else f"{over:.2f}",
+            str(len(samples)), "-" if gbps is None else f"{gbps:.2f}", _over_pcie_cell(over, c.get("work") or {}),
             E(str(c.get("reason") or _modes_note((c.get("timing") or {}).get("replay_us") or samples)))]
+
+
+def _over_pcie_cell(over: float | None, work: dict) -> str:
+    """The x-PCIe-floor figure, with "*" and a tooltip where the case reads its host rows more than once
+    (the text summary's mark, hisparse.render.text.run_table)."""
+    if over is None:
+        return "-"
+    share = host_read_share(work)
+    if share is None or share >= REREAD_MARK:
+        return f"{over:.2f}"
+    tip = (f"rows read more than once: {share:.0%} of the copied rows are distinct host rows; the PCIe floor "
+           f"counts every copied row, and a re-read row need not cross the link")
+    return f'<span title="{E(tip)}">{over:.2f}*</span>'
 
 
 def _modes_note(samples: Sequence[float]) -> str:

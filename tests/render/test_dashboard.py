@@ -196,6 +196,25 @@ def test_commit_page_notes_a_bimodal_case(tmp_path):
     assert [n for cid, n in notes.items() if cid != bimodal["case_id"]] == [""]
 
 
+def test_commit_page_marks_a_pcie_floor_whose_rows_are_read_more_than_once(tmp_path):
+    # work.host_bytes_per_call (distinct host rows' bytes) under 99% of bytes_per_call: "*" and a tooltip
+    # with the share, as the text summary does; a case without the count (older files) is unmarked.
+    results = tmp_path / "results"
+    run = make_run(fake_commit(0), T0, {"multi_step": 100.0, "lru_sequential": 300.0})
+    shared, own = run["cases"][0], run["cases"][1]
+    shared["work"]["host_bytes_per_call"] = shared["work"]["bytes_per_call"] / 4
+    own["work"]["host_bytes_per_call"] = own["work"]["bytes_per_call"]
+    write_run(results, run)
+    out = tmp_path / "site"
+    build_site(results, out, make_plots=False)
+    html_text = (out / "commit" / f"{fake_commit(0)[:12]}.html").read_text()
+    rows = {r[0]: r for r in Page(html_text).rows if len(r) >= 8 and "/" in r[0]}
+    cell = rows[shared["case_id"]][6]
+    assert cell.endswith("*") and float(cell[:-1]) > 0
+    assert all(not r[6].endswith("*") for cid, r in rows.items() if cid != shared["case_id"])
+    assert "rows read more than once: 25% of the copied rows are distinct host rows" in html_text
+
+
 # ---------------------------------------------------------------------------------------------
 # Issue 11: render is handed change points; issue 14: machines/backends apart, readable pages
 
