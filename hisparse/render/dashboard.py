@@ -30,7 +30,8 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.files import write_atomic
 from hisparse.render.plots import impl_style
-from hisparse.render.text import REREAD_MARK, host_read_share, modes_text
+from hisparse.render.text import modes_text
+from hisparse.results.model import REREAD_MARK, host_read_share
 from hisparse.track.history import CommitPoint, RunFile
 from hisparse.track.series import REGRESSION, ChangePoint, History, TrackedSeries
 

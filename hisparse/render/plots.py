@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hisparse.files import write_atomic
-from hisparse.results.model import CaseResult, RunRecord
+from hisparse.results.model import REREAD_MARK, CaseResult, RunRecord, host_read_share
 
 
 @dataclass(frozen=True)
@@ -311,8 +311,11 @@ def _draw_line(ax, ln: Line, fig_spec: Figure, x_pos: dict | None = None) -> Non
 
 
 def _draw_floors(ax, lines: list[Line]) -> None:
-    """One grey line per distinct PCIe floor curve (the planned copy moves more bytes: its own floor)."""
+    """One grey line per distinct PCIe floor curve (the planned copy moves more bytes: its own floor).
+    A curve with a case whose host rows are read more than once (hisparse.results.model.host_read_share)
+    is labelled so: it counts rows copied, and the case can run under it."""
     curves: dict[tuple, list[str]] = {}
+    reread: set[tuple] = set()
     for ln in lines:
         curve = tuple((x, float(f"{c.floor['pcie_floor_us']:.3g}")) for x, c in ln.points
                       if c.floor and c.floor.get("pcie_floor_us"))
@@ -320,8 +323,12 @@ def _draw_floors(ax, lines: list[Line]) -> None:
             names = curves.setdefault(curve, [])
             if ln.impl not in names:
                 names.append(ln.impl)
+            if any((share := host_read_share(c.work or {})) is not None and share < REREAD_MARK for _, c in ln.points):
+                reread.add(curve)
     for k, (curve, impls) in enumerate(curves.items()):
         label = "PCIe floor" if len(curves) == 1 else f"PCIe floor ({', '.join(impls)})"
+        if curve in reread:
+            label += " [rows re-read: not a floor]"
         ax.plot([p[0] for p in curve], [p[1] for p in curve], color=_FLOOR_GREYS[k % len(_FLOOR_GREYS)],
                 linewidth=3, alpha=0.55, solid_capstyle="butt", label=label, zorder=1)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from hisparse import stats
 from hisparse.track.compare import within
-from hisparse.results.model import RunRecord
+from hisparse.results.model import REREAD_MARK, RunRecord, host_read_share
 
 REFERENCE_NOTE = ("NOTE: backend 'reference': times are PyTorch-reference times on the CPU, not kernel "
                   "times; they say nothing about GPU performance.")
@@ -102,15 +102,6 @@ def run_table(run: RunRecord) -> str:
                 f" layers share rows), and a re-read row need not cross the link, so the case can run under it.")
     return out
 
-
-REREAD_MARK = 0.99  # distinct host bytes / copied bytes below this: the PCIe floor gets a "*"
-
-
-def host_read_share(work: dict) -> float | None:
-    """Distinct host rows' bytes over the bytes copied (work.host_bytes_per_call, absent in files written
-    before 2026-12-01's eleventh session): 1 when no row is read twice in a call."""
-    host, copied = work.get("host_bytes_per_call"), work.get("bytes_per_call")
-    return host / copied if host is not None and copied else None
 
 
 def failed_table(run: RunRecord) -> str:

@@ -148,6 +148,17 @@ class CounterpartLink:
         return _clean({"case_id": self.case_id, "ratio": self.ratio})
 
 
+REREAD_MARK = 0.99  # host_read_share below this: the case's PCIe floor is marked (text, dashboard, plots)
+
+
+def host_read_share(work: dict) -> float | None:
+    """Distinct host rows' bytes over the bytes copied (work.host_bytes_per_call, absent in files written
+    before 2026-12-01's eleventh session): 1 when no row is read twice in a call. Below REREAD_MARK the
+    PCIe floor, which counts rows copied, is no floor: re-read rows need not cross the link."""
+    host, copied = work.get("host_bytes_per_call"), work.get("bytes_per_call")
+    return host / copied if host is not None and copied else None
+
+
 def derived_figures(median_us: float | None, work: dict | None, floor: dict | None) -> dict[str, float | None]:
     """``gbps`` (bytes per call over the median), ``over_pcie_floor`` and ``over_gather_floor`` (the
     median over each floor): arithmetic on a case's work, floors and median, so never stored."""

@@ -330,3 +330,19 @@ def test_pool_size_plot_and_legends_name_only_the_workload_parameters_that_vary(
     plots.latency_vs_batch(_run(cases), tmp_path)
     assert "multi_step · context_max 262144 · positions scattered" in figs["latency_vs_batch.png"][0]["lines"]
     assert plots.pool_size_effect(_run(cases[:1]), tmp_path / "none") is None
+
+
+def test_a_floor_whose_rows_are_read_more_than_once_says_so(monkeypatch, tmp_path):
+    # work.host_bytes_per_call under 99% of bytes_per_call (`upstream`'s shared rows): the PCIe floor
+    # counts rows copied, and its legend must not call it a floor there.
+    from dataclasses import replace
+
+    run = _same_floor_run()
+    cases = [replace(c, work={**c.work, "host_bytes_per_call": c.work["bytes_per_call"] / 64})
+             if c.ok and c.params["workload"] == "upstream" else c for c in run.cases]
+    figs = _capture(monkeypatch)
+    plots.latency_vs_batch(replace(run, cases=tuple(cases)), tmp_path)
+    by_title = {p["title"]: p["lines"] for p in figs["latency_vs_batch.png"]}
+    assert "PCIe floor [rows re-read: not a floor]" in by_title["workload upstream"]
+    assert "PCIe floor" in by_title["workload distinct"]
+    assert not any("re-read" in name for name in by_title["workload distinct"])
