@@ -31,7 +31,7 @@ from hisparse import stats
 from hisparse.files import write_atomic
 from hisparse.render.plots import impl_style
 from hisparse.render.text import modes_text
-from hisparse.results.model import REREAD_MARK, host_read_share
+from hisparse.results.model import reread_share
 from hisparse.track.history import CommitPoint, RunFile
 from hisparse.track.series import REGRESSION, ChangePoint, History, TrackedSeries
 
@@ -432,8 +432,8 @@ def _over_pcie_cell(over: float | None, work: dict) -> str:
     (the text summary's mark, hisparse.render.text.run_table)."""
     if over is None:
         return "-"
-    share = host_read_share(work)
-    if share is None or share >= REREAD_MARK:
+    share = reread_share(work)
+    if share is None:
         return f"{over:.2f}"
     tip = (f"rows read more than once: {share:.0%} of the copied rows are distinct host rows; the PCIe floor "
            f"counts every copied row, and a re-read row need not cross the link")

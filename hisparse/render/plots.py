@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hisparse.files import write_atomic
-from hisparse.results.model import REREAD_MARK, CaseResult, RunRecord, host_read_share
+from hisparse.results.model import CaseResult, RunRecord, reread_share
 
 
 @dataclass(frozen=True)
@@ -312,7 +312,7 @@ def _draw_line(ax, ln: Line, fig_spec: Figure, x_pos: dict | None = None) -> Non
 
 def _draw_floors(ax, lines: list[Line]) -> None:
     """One grey line per distinct PCIe floor curve (the planned copy moves more bytes: its own floor).
-    A curve with a case whose host rows are read more than once (hisparse.results.model.host_read_share)
+    A curve with a case whose host rows are read more than once (hisparse.results.model.reread_share)
     is labelled so: it counts rows copied, and the case can run under it."""
     curves: dict[tuple, list[str]] = {}
     reread: set[tuple] = set()
@@ -323,7 +323,7 @@ def _draw_floors(ax, lines: list[Line]) -> None:
             names = curves.setdefault(curve, [])
             if ln.impl not in names:
                 names.append(ln.impl)
-            if any((share := host_read_share(c.work or {})) is not None and share < REREAD_MARK for _, c in ln.points):
+            if any(reread_share(c.work or {}) is not None for _, c in ln.points):
                 reread.add(curve)
     for k, (curve, impls) in enumerate(curves.items()):
         label = "PCIe floor" if len(curves) == 1 else f"PCIe floor ({', '.join(impls)})"

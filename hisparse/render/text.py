@@ -8,7 +8,7 @@ from typing import Any
 
 from hisparse import stats
 from hisparse.track.compare import within
-from hisparse.results.model import REREAD_MARK, RunRecord, host_read_share
+from hisparse.results.model import RunRecord, reread_share
 
 REFERENCE_NOTE = ("NOTE: backend 'reference': times are PyTorch-reference times on the CPU, not kernel "
                   "times; they say nothing about GPU performance.")
@@ -80,9 +80,9 @@ def run_table(run: RunRecord) -> str:
         if not c.ok:
             continue
         s, d, w = c.stats or {}, c.derived or {}, c.work or {}
-        share = host_read_share(w)
-        mark = "*" if share is not None and share < REREAD_MARK and d.get("over_pcie_floor") is not None else ""
-        if mark:
+        share = reread_share(w) if d.get("over_pcie_floor") is not None else None
+        mark = "" if share is None else "*"
+        if share is not None:
             reread.append(share)
         rows.append([
             c.case_id, us(s.get("median_us")), us(s.get("iqr_us")), ratio(d.get("over_pcie_floor")) + mark,

@@ -148,15 +148,17 @@ class CounterpartLink:
         return _clean({"case_id": self.case_id, "ratio": self.ratio})
 
 
-REREAD_MARK = 0.99  # host_read_share below this: the case's PCIe floor is marked (text, dashboard, plots)
+REREAD_MARK = 0.99  # distinct host bytes / bytes copied below this: the case's PCIe floor is marked
 
 
-def host_read_share(work: dict) -> float | None:
+def reread_share(work: dict) -> float | None:
     """Distinct host rows' bytes over the bytes copied (work.host_bytes_per_call, absent in files written
-    before 2026-12-01's eleventh session): 1 when no row is read twice in a call. Below REREAD_MARK the
-    PCIe floor, which counts rows copied, is no floor: re-read rows need not cross the link."""
+    before 2026-12-01's eleventh session) when under REREAD_MARK, else None. Such a case's PCIe floor,
+    which counts rows copied, is no floor (re-read rows need not cross the link): the text summary, the
+    dashboard and the plots mark it."""
     host, copied = work.get("host_bytes_per_call"), work.get("bytes_per_call")
-    return host / copied if host is not None and copied else None
+    share = host / copied if host is not None and copied else None
+    return share if share is not None and share < REREAD_MARK else None
 
 
 def derived_figures(median_us: float | None, work: dict | None, floor: dict | None) -> dict[str, float | None]:

@@ -43,16 +43,9 @@ def test_the_sanitizers_single_step_cases_are_within_the_contract(item, plan, se
     # scripts/gpu_sanitize.py builds its own swap inputs; out of contract, the wrapper refuses them and
     # the sanitizer's "real" run fails before any kernel runs (as it did on the GPU, 2026-12-01). Here
     # on the CPU: the same inputs through the PyTorch reference, which validates like the wrapper.
-    import importlib.util
-    from pathlib import Path
-
     from hisparse.kernels.reference.swap_single import swap_single_step
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "gpu_sanitize.py"
-    spec = importlib.util.spec_from_file_location("gpu_sanitize", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    kw = mod._swap_case(item, plan, seed, device="cpu")
+    kw = _sanitizer_script()._swap_case(item, plan, seed, device="cpu")
     swap_single_step(**kw)
     assert int((kw["top_k_device_locs"][:3] >= 0).sum()) > 0  # real rows got device rows
 
