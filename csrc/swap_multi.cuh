@@ -66,8 +66,8 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 // request as fill one wave of the device's resident CTA slots (SM count x CTAs per SM) and never more
 // than the request's occurrences need. Three shapes, by the host pool and the grid's rounds:
 // - pool > kLargePoolBytes: one CTA per SM;
-// - pool <= the device's L2 and the occupancy shape would run each CTA for 2 rounds or more: the
-//   64-register build at its occupancy (4 per SM on the H200);
+// - pool <= 1.5x the device's L2 and the occupancy shape would run each CTA for 2 rounds or more:
+//   the 64-register build at its occupancy (4 per SM on the H200);
 // - otherwise the 128-register build at its occupancy (2 per SM on the H200).
 // Why one wave of few, large CTAs per request rather than one small CTA per 128 occurrences: a zero-copy read
 // of a scattered host row is slow when its SM has many requests' host regions in flight. Measured on
@@ -76,7 +76,7 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 // Why one per SM on large pools: scattered reads over a pool of several GB pay for address translation,
 // and there two requests' regions per SM are one too many (`upstream`'s shared rows were 7-17% slower
 // at one per SM, so small pools keep the occupancy).
-// Why 4 per SM on a pool that fits in L2 with rounds to run: its rows can be read again from L2 (on
+// Why 4 per SM on a pool near the L2's size with rounds to run: its rows can be read again from L2 (on
 // `upstream` every request reads the same 782 rows per call, and the swap runs under the PCIe time of
 // the rows it writes), so the CTA's lookup-then-copy rounds wait on L2, not on the link, and twice the
 // CTAs per SM hide twice the latency. The pool is only a proxy for that reuse (a pool larger than L2 can
@@ -85,8 +85,12 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 // `upstream`: batch 32 276-278 us
 // against 296-297, batch 64 438-450 against 511-526, batch 16 150 against 152; batch 8 (one round) 83
 // against 82 and `serving` batch 1 (a 30 MiB pool, one round) 22.0-22.3 against 21.1-21.3, hence the
-// rounds test. On pools past L2 the 4-per-SM shape lost: `serving` batch 16 / 32 (0.8 / 1.4 GiB) +1.4% /
-// +3.7%, `distinct` batch 64 (0.6 GiB) +1.3%. The tests are tensor shapes and device attributes: the
+// rounds test. Where the line sits, same-call probe of multiples 1, 2 and 8 of L2 (twelfth session):
+// `upstream` hot 32768 (pools 62.4 / 71.0 MiB, 1.04 / 1.18x L2) batch 64 took 441-447 us at 4 per SM
+// against 524-526 at 2 (576 B) and 535-552 against 625-634 (656 B); short-context `serving` batch 16
+// (119 MiB, 1.98x) lost 3-5% at 4 per SM, `distinct` batch 16 (150 MiB) 7%, and `serving` batch 16 / 32
+// (0.8 / 1.4 GiB) +1.4% / +3.7%, `distinct` batch 64 (0.6 GiB) +1.3% in the eleventh session. 1.5x
+// sits between the measured wins and losses. The tests are tensor shapes and device attributes: the
 // host reads no device value.
 template <bool kPdl, bool kRecordPlan, int kMinBlocks>
 inline int gather_occupancy(int device) {
@@ -114,7 +118,7 @@ inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurren
   const auto tiles_at = [&](int per_sm) { return std::clamp<int64_t>(per_sm * sms / bs, 1, max_tiles); };
   const int64_t l2_bytes = host::device_attribute<cudaDevAttrL2CacheSize>(device);
   int64_t tiles = tiles_at(pool_bytes > kLargePoolBytes ? 1 : gather_occupancy<kPdl, kRecordPlan, 2>(device));
-  const bool small_pool_rounds = pool_bytes <= l2_bytes && tiles * kThreads < occurrences;
+  const bool small_pool_rounds = 2 * pool_bytes <= 3 * l2_bytes && tiles * kThreads < occurrences;
   if (small_pool_rounds) tiles = tiles_at(gather_occupancy<kPdl, kRecordPlan, 4>(device));
   p.gather_tiles = static_cast<int32_t>(tiles);
   const dim3 grid(static_cast<unsigned>(bs * tiles));
