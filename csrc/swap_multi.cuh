@@ -88,7 +88,7 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 // rounds test. Where the line sits, same-call probe of multiples 1, 2 and 8 of L2 (twelfth session):
 // `upstream` hot 32768 (pools 62.4 / 71.0 MiB, 1.04 / 1.18x L2) batch 64 took 441-447 us at 4 per SM
 // against 524-526 at 2 (576 B) and 535-552 against 625-634 (656 B); short-context `serving` batch 16
-// (119 MiB, 1.98x) lost 3-5% at 4 per SM, `distinct` batch 16 (150 MiB) 7%, and `serving` batch 16 / 32
+// (119 MiB, 1.98x) lost 2.5-6% at 4 per SM, `distinct` batch 16 (150 MiB) 7%, and `serving` batch 16 / 32
 // (0.8 / 1.4 GiB) +1.4% / +3.7%, `distinct` batch 64 (0.6 GiB) +1.3% in the eleventh session. 1.5x
 // sits between the measured wins and losses. The tests are tensor shapes and device attributes: the
 // host reads no device value.
