@@ -3,7 +3,7 @@ by the multi-step swap's union CLOCK (each miss takes the oldest of <= 6 samples
 ring slots, docs/semantics.md), and by the multi-step swap with a call-granular exact-LRU victim choice
 (the `misses` oldest unprotected slots of the request, ties in ring order from the cursor).
 
-    python victims.py BATCH CALLS ['{"recent_reuse": 0.5}'] [--check]
+    python victims.py BATCH CALLS ['{"recent_reuse": 0.5}'] [--check] [--hot N]   (hot buffer, default 4096)
 
 Prints the rows copied per call (primary layer) of each policy, and their mean over calls 5.. (the
 first calls fill the hot buffer). --check also runs the invariant checker on 8 calls of the
@@ -42,9 +42,12 @@ def wrong_victims(ref: torch.Tensor, epoch: int, cursor: int, miss_count: int) -
     return torch.arange(miss_count, dtype=torch.int64)  # ignores protection: the checker must object
 
 
+HOT = 4096
+
+
 def workload(impl: str, batch: int, calls: int, params: dict):
     timing = TimingSettings(warmup_calls=2, calls_per_graph=calls, check_calls=1)
-    case = Case(impl, "serving", params, batch=batch, steps=4, top_k=2048, hot_buffer_size=4096,
+    case = Case(impl, "serving", params, batch=batch, steps=4, top_k=2048, hot_buffer_size=HOT,
                 item_size_bytes=64, seed=0, timing=timing)  # 64 B rows: the policy does not see the size
     w = make_workload(case, torch.device("cpu"))
     return w, bind(impl, get_backend("reference"), w, pdl=case.pdl)
@@ -65,16 +68,22 @@ def violations(victims, batch: int, params: dict) -> list[int]:
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--check"]
+    global HOT
+    argv = sys.argv[1:]
+    if "--hot" in argv:
+        i = argv.index("--hot")
+        HOT = int(argv[i + 1])
+        del argv[i:i + 2]
+    args = [a for a in argv if a != "--check"]
     batch, calls = int(args[0]), int(args[1])
     params = json.loads(args[2]) if len(args) > 2 else {}
-    print(f"serving batch {batch}, 4 steps, top-k 2048, hot 4096, params {params or 'defaults'}, {calls} calls")
+    print(f"serving batch {batch}, 4 steps, top-k 2048, hot {HOT}, params {params or 'defaults'}, {calls} calls")
     for name, impl, victims in (("sequential exact LRU", "lru_sequential", CLOCK),
                                 ("multi-step, union CLOCK", "multi_step", CLOCK),
                                 ("multi-step, call-granular exact LRU", "multi_step", oldest_victims)):
         rows = rows_per_call(impl, victims, batch, calls, params)
         print(f"{name:38s} mean over calls 5..: {sum(rows[5:]) / len(rows[5:]):9.1f}   per call: {rows}")
-    if "--check" in sys.argv:
+    if "--check" in argv:
         print("invariant violations per call, exact-LRU victims:", violations(oldest_victims, batch, params))
         print("invariant violations per call, wrong victims:    ", violations(wrong_victims, batch, params))
     commit.union_victims = CLOCK
