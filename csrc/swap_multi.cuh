@@ -121,12 +121,9 @@ inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurren
   const bool small_pool_rounds = 2 * pool_bytes <= 3 * l2_bytes && tiles * kThreads < occurrences;
   if (small_pool_rounds) tiles = tiles_at(gather_occupancy<kPdl, kRecordPlan, 4>(device));
   p.gather_tiles = static_cast<int32_t>(tiles);
-  const dim3 grid(static_cast<unsigned>(bs * tiles));
-  if (small_pool_rounds) {
-    host::launch(spec::spec_gather_kernel<kPdl, kRecordPlan, 4>, grid, dim3(kThreads), 0, stream, false, p);
-  } else {
-    host::launch(spec::spec_gather_kernel<kPdl, kRecordPlan, 2>, grid, dim3(kThreads), 0, stream, false, p);
-  }
+  const auto kernel = small_pool_rounds ? &spec::spec_gather_kernel<kPdl, kRecordPlan, 4>
+                                        : &spec::spec_gather_kernel<kPdl, kRecordPlan, 2>;
+  host::launch(kernel, dim3(static_cast<unsigned>(bs * tiles)), dim3(kThreads), 0, stream, false, p);
 }
 
 template <bool kPdl, bool kRecordPlan>

@@ -81,11 +81,10 @@ def run_table(run: RunRecord) -> str:
             continue
         s, d, w = c.stats or {}, c.derived or {}, c.work or {}
         share = reread_share(w) if d.get("over_pcie_floor") is not None else None
-        mark = "" if share is None else "*"
-        if share is not None:
-            reread.append(share)
+        reread += [] if share is None else [share]
         rows.append([
-            c.case_id, us(s.get("median_us")), us(s.get("iqr_us")), ratio(d.get("over_pcie_floor")) + mark,
+            c.case_id, us(s.get("median_us")), us(s.get("iqr_us")),
+            ratio(d.get("over_pcie_floor")) + ("" if share is None else "*"),
             ratio(d.get("over_gather_floor") if kernel_times else None),
             num(d.get("gbps") if kernel_times else None, ".3g"),
             ratio(c.speedup),
@@ -101,7 +100,6 @@ def run_table(run: RunRecord) -> str:
                 f" read only {lo if lo == hi else f'{lo}-{hi}'} of them as distinct host rows (requests or"
                 f" layers share rows), and a re-read row need not cross the link, so the case can run under it.")
     return out
-
 
 
 def failed_table(run: RunRecord) -> str:
