@@ -315,7 +315,7 @@ void swap_multi_entry(tvm::ffi::TensorView top_k_tokens, tvm::ffi::TensorView de
   // The gather is an ordinary launch: it reads the caller's inputs (top-k from the indexer) at once.
   launch_gather<kPdl, kRecordPlan>(p, bs, occurrences, host_rows * item_size_bytes, dev.device_id, stream);
   host::launch(spec::spec_commit_kernel<kPdl, kRecordPlan>, dim3(static_cast<unsigned>(bs)), dim3(spec::kCommitThreads),
-               spec::commit_smem_bytes(p.occurrences), stream, kPdl, p);
+               spec::commit_smem_bytes(p.occurrences, p.hot), stream, kPdl, p);
 }
 
 }  // namespace hisparse

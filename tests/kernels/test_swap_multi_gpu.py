@@ -423,11 +423,11 @@ def test_scenario1_deduplicates_repeated_misses_and_copies_full_items():
     assert all(torch.equal(out[s], out[0]) for s in range(S))  # one row per token in every step
     assert torch.equal(out[0, :1852], torch.arange(1852, dtype=torch.int32))
     assert sorted(out[0, 1852:].tolist()) == list(range(4160, 4160 + 196))  # scratch rows (u order varies)
-    # Union CLOCK victims depend only on the partition index, not on which miss holds it (reference
-    # test: cidx -> slot 1960 + cidx), so the victim set is fixed even though the kernel's u order is not.
+    # Union-mode victims are the oldest unprotected slots, ties in ring order from the cursor (reference
+    # test: slots 1852..2047), so the victim set is fixed even though the kernel's u order is not.
     dbt = kw["device_buffer_tokens"][0].cpu()
-    assert sorted(dbt[1960:2156].tolist()) == list(range(4096, 4292))
-    assert sorted(kw["state"].scratch_locs[0, :196].tolist()) == list(range(1960, 2156))
+    assert sorted(dbt[1852:2048].tolist()) == list(range(4096, 4292))
+    assert sorted(kw["state"].scratch_locs[0, :196].tolist()) == list(range(1852, 2048))
     assert kw["state"].clock[0].tolist() == [1, 196]
 
 
@@ -492,7 +492,7 @@ def test_scenario5_resolves_all_speculative_extra_page_slots_without_host_io():
 def test_scenario6_full_union_overflow_preserves_all_8192_outputs(hot, capacity):
     """8192 distinct misses, more than the scratch capacity. HOT 4096: approximate + overflow with a
     bijective probe; 6144: the probe collides (CAS + fallback must still give distinct victims);
-    32768: union mode + overflow (partitioned sampling for direct misses)."""
+    32768: union mode + overflow (the oldest slots for direct misses too)."""
     top_k = (hot + torch.arange(S * K, dtype=torch.int32)).reshape(1, S, K)
     n = hot + S * K
     kw = to_gpu(build_case(top_k, torch.full((S,), n), hot=hot, page=PAGE, max_len=n, capacity=capacity,
@@ -706,8 +706,8 @@ def test_residency_tracks_reference_policy():
     through the reference and the kernel from identical initial states (HOT 6144, capacity 2048).
 
     Why a tolerance: both implement one policy, but the kernel numbers unique misses in atomic order
-    (the reference: first occurrence), resolves CAS collisions by arrival, and gives the few misses
-    whose 6 CLOCK samples are all protected the next unprotected ring slots from the cursor (the
+    (the reference: first occurrence), resolves CAS collisions by arrival, and gives the few
+    approximate-mode misses whose probes all fail the next unprotected ring slots from the cursor (the
     reference probes multiplicatively). Union-mode victim *slots* depend only on the slot ages, the
     cursor and the miss count, so before any approximate call the two stay equal up to which miss sits
     in which victim slot; approximate mode admits by unique-miss ordinal, so after it the evicted

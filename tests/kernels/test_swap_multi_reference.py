@@ -69,12 +69,11 @@ def test_deduplicates_repeated_misses_and_copies_full_items():
     r = stats.requests[0]
     assert (r.unique_misses, r.union_hits, r.mode, r.rotated, r.direct) == (196, 1852, "union", 196, 0)
     assert r.copied_bytes == 196 * 576
-    # Commit by hand (§3.7, union CLOCK): epoch 1, cursor 0, 196 misses; slots 0..1851 protected.
-    # Miss cidx's partition has size 21 (cidx <= 175) or 20; samples at s*size//6 = 0,3,7,10,14,17
-    # (or 0,3,6,10,13,16) times 196 past cidx: the first three are protected hits (< 1852), the rest
-    # have equal age 1, so the first unprotected one wins: linear = cidx + 10*196 = cidx + 1960.
+    # Commit by hand (§3.7.4, union mode, the oldest unprotected slots): epoch 1, cursor 0, 196 misses;
+    # slots 0..1851 are protected hits, every other slot has age 1, so the tie goes by ring order from
+    # the cursor: the first 196 unprotected slots, 1852..2047, handed to misses 0..195 in that order.
     dbt, dbl = case.kwargs["device_buffer_tokens"][0], case.kwargs["device_buffer_locs"][0]
-    victims = 1960 + torch.arange(196)
+    victims = 1852 + torch.arange(196)
     assert torch.equal(dbt[victims], (4096 + torch.arange(196)).to(torch.int32))
     assert torch.equal(dbl[victims], (4160 + torch.arange(196)).to(torch.int32))  # rotated in, no copy
     assert torch.equal(case.state.scratch_locs[0, :196], victims.to(torch.int32))  # evicted rows -> scratch
@@ -604,3 +603,22 @@ def test_top_k_contract_padding_and_repeats_across_steps():
     out = _out(case)[0]
     assert out[1].tolist()[1:3] == [-1, -1] and out[1, 0] == out[0, 0]
     assert stats.requests[0].unique_misses == 5  # 100..103 and 110
+
+
+# ---- §3.7.4: union-mode victims, the oldest unprotected slots ----------------------------------
+
+def test_union_victims_are_the_oldest_slots_ties_in_ring_order_from_the_cursor():
+    from hisparse.kernels.reference.clock import oldest_victims
+
+    # epoch 10, cursor 5. Ages: slot 0 and 6 protected (ref == epoch), 1 / 3 / 7 age 7, 2 age 1,
+    # 4 never referenced (age 10), 5 age 2. Three misses: slot 4, then two of the age-7 tie in ring
+    # order 5, 6, 7, 0, 1, ...: 7 and 1; handed out in ring order: 7, 1, 4.
+    ref = torch.tensor([10, 3, 9, 3, 0, 8, 10, 3], dtype=torch.int32)
+    assert oldest_victims(ref, 10, 5, 3).tolist() == [7, 1, 4]
+    # More misses than unprotected slots: all six, in ring order, then none.
+    assert oldest_victims(ref, 10, 5, 9).tolist() == [5, 7, 1, 2, 3, 4, -1, -1, -1]
+    # Ages of 63 calls and more tie (AGE_BUCKETS = 64): at epoch 100, ages 99 (slot 0) and 70
+    # (slot 1) both count as 63, so ring order from cursor 1 takes slot 1 first; slot 2 (age 5) last.
+    ref = torch.tensor([1, 30, 95], dtype=torch.int32)
+    assert oldest_victims(ref, 100, 1, 1).tolist() == [1]
+    assert oldest_victims(ref, 100, 1, 2).tolist() == [1, 0]

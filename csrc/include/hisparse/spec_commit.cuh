@@ -13,11 +13,12 @@
 //   A  approximate mode only: clear refs unless overflow; last step: protect hits, number the
 //      distinct last-step misses u < C (CLAIM flag, CTA ordinal) and admit the first `budget`.
 //   B  primary victim per active miss (rotate: u < C and (union mode or admitted); direct: u >= C):
-//      union mode samples <= 6 slots of the disjoint residue class u (mod misses) of the ring from the
-//      cursor and takes the oldest; approximate mode probes (linear * 2654435761 + epoch) % HOT for
-//      linear = ordinal, ordinal + count, ... Every claim is an atomicCAS of ref from the value seen to
-//      the epoch, so no slot is claimed twice for any HOT (the approximate map is not a bijection
-//      unless HOT is a power of two; docs/semantics.md §7.6).
+//      union mode takes the `misses` oldest unprotected slots CTA-wide (an age histogram, then ring
+//      order from the cursor on the threshold age; oldest_victims) and hands them out in ring order;
+//      approximate mode probes (linear * 2654435761 + epoch) % HOT for linear = ordinal, ordinal +
+//      count, ... Every approximate claim is an atomicCAS of ref from the value seen to the epoch, so no
+//      slot is claimed twice for any HOT (the approximate map is not a bijection unless HOT is a power
+//      of two; docs/semantics.md §7.6); union-mode claims have one writer per slot.
 //   C  fallback for misses still without a victim: one CTA-wide sweep of the ring from the cursor,
 //      ranking unprotected slots with a block prefix count and handing the k-th to the k-th needy
 //      miss. Exact (a victim whenever an unprotected slot exists), no CAS, O(HOT / threads) steps;
@@ -50,9 +51,9 @@ constexpr int kCommitThreads = 1024;  // 782 misses (the benchmark case) in one 
 constexpr int kCommitWarps = kCommitThreads / kWarpSize;
 constexpr int kCommitInFlight = 4;  // direct-overflow copies: 16-byte loads in flight per lane
 
-// Dynamic shared memory of the commit: int16 victim[T] | uint16 needy[T].
-__host__ __device__ constexpr size_t commit_smem_bytes(int occurrences) {
-  return static_cast<size_t>(occurrences) * (sizeof(int16_t) + sizeof(uint16_t));
+// Dynamic shared memory of the commit: int16 victim[T] | uint16 needy[T] | int8 age[HOT] (union mode).
+__host__ __device__ constexpr size_t commit_smem_bytes(int occurrences, int hot) {
+  return static_cast<size_t>(occurrences) * (sizeof(int16_t) + sizeof(uint16_t)) + static_cast<size_t>(hot) * sizeof(int8_t);
 }
 constexpr int16_t kNoVictim = -1;
 constexpr int16_t kNeedsFallback = -2;
@@ -99,40 +100,128 @@ __device__ __forceinline__ uint32_t block_exclusive_rank(bool flag, uint32_t* s_
   return rank;
 }
 
-// Union mode (§3.7.4): samples of the residue class cidx (mod misses) of ring positions; oldest
-// unprotected wins, first on ties (as reference clock.union_victims). Classes of different misses are
-// disjoint, so the CAS cannot fail here; it is kept so that no path claims without one.
-__device__ __forceinline__ int32_t union_victim(int32_t* ref, int32_t epoch, int32_t cursor, int32_t hot, int32_t misses,
-                                                int32_t cidx) {
-  const int32_t size = (hot - 1 - cidx) / misses + 1;
-  const int32_t samples = min(size, kClockSamples);
-  int32_t cand[kClockSamples];
-  int32_t seen[kClockSamples];
+// Exclusive prefix sum of `v` over the CTA's threads (in thread order) and its total. Contains three
+// __syncthreads: call from uniform control flow.
+__device__ __forceinline__ uint32_t block_exclusive_sum(uint32_t v, uint32_t* s_scan, uint32_t& total) {
+  const uint32_t lane = threadIdx.x % kWarpSize;
+  const uint32_t warp = threadIdx.x / kWarpSize;
+  uint32_t incl = v;
 #pragma unroll
-  for (int s = 0; s < kClockSamples; ++s) {  // all sample loads issued before any decision
-    cand[s] = -1;
-    seen[s] = epoch;
-    if (s < samples) {
-      int32_t slot = cursor + cidx + (s * size / samples) * misses;  // < 2 * HOT
-      if (slot >= hot) slot -= hot;
-      cand[s] = slot;
-      seen[s] = load_volatile32(ref + slot);
+  for (int d = 1; d < kWarpSize; d <<= 1) {
+    const uint32_t n = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+    if (lane >= static_cast<uint32_t>(d)) incl += n;
+  }
+  if (lane == kWarpSize - 1) s_scan[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    const uint32_t w = lane < kCommitWarps ? s_scan[lane] : 0;
+    uint32_t wi = w;
+#pragma unroll
+    for (int d = 1; d < kWarpSize; d <<= 1) {
+      const uint32_t n = __shfl_up_sync(0xFFFFFFFFu, wi, d);
+      if (lane >= static_cast<uint32_t>(d)) wi += n;
+    }
+    if (lane < kCommitWarps) s_scan[lane] = wi - w;
+    if (lane == kWarpSize - 1) s_scan[kCommitWarps] = wi;
+  }
+  __syncthreads();
+  const uint32_t rank = s_scan[warp] + incl - v;
+  total = s_scan[kCommitWarps];
+  __syncthreads();  // s_scan is rewritten by the next call
+  return rank;
+}
+
+// Union mode (§3.7.4): the `misses` unprotected slots of largest age (clamped at kAgeBuckets - 1), ties
+// in ring order from the cursor, handed to misses 0, 1, ... in ring order (reference
+// clock.oldest_victims): a call-granular exact LRU. One CTA owns the request, so no claim can race
+// and ref is written plainly.
+// One coalesced pass over ref puts each ring position's age in shared memory (int8, ring order from
+// the cursor) and builds the age histogram (warp-aggregated: most slots share a few ages); the
+// threshold age T and how many slots of age T are needed follow. Then each thread owns a contiguous
+// run of ring positions, so thread order is ring order: one pass over shared memory counts each run's
+// slots older than T and of age T, two block sums rank them, and a last pass claims them.
+// Why not upstream's partitioned CLOCK: each miss saw only its residue class (~HOT / misses slots),
+// which on `serving` copied 5-6% more rows per call (results/probes/victim-policy-cpu-20261201/).
+// Why shared memory: the first version re-read ref in every pass, in thread-contiguous runs (32
+// sectors per warp load) and volatile (one load in flight): +1.1 us at batch 1 and +11 us at hot
+// 16384 batch 8 on the H200 (run-oldest.sh, 2026-12-01).
+__device__ __forceinline__ int32_t age_of(int32_t seen, int32_t epoch) {
+  if (seen == epoch) return -1;  // protected: referenced by this call
+  const int32_t age = static_cast<int32_t>((static_cast<uint32_t>(epoch) - static_cast<uint32_t>(seen)) & kEpochMask);
+  return min(age, kAgeBuckets - 1);
+}
+
+__device__ __forceinline__ void oldest_victims(int32_t* ref, int32_t epoch, int32_t cursor, int32_t hot, int32_t misses,
+                                               int8_t* s_age, int16_t* s_victim, uint32_t* s_hist, uint32_t* s_scan,
+                                               int32_t* s_cut) {
+  if (misses == 0) return;  // uniform: a call without misses needs no pass over the ring
+  const int32_t tid = static_cast<int32_t>(threadIdx.x);
+  const uint32_t lane = threadIdx.x % kWarpSize;
+  const auto slot_at = [&](int32_t i) { return cursor + i >= hot ? cursor + i - hot : cursor + i; };
+  if (tid < kAgeBuckets) s_hist[tid] = 0;
+  __syncthreads();
+  // The gather's marks are complete (grid dependency) and this CTA has not read these lines: L2 loads.
+  constexpr int kAgeLoads = 4;
+  for (int32_t base = 0; base < hot; base += kCommitThreads * kAgeLoads) {  // uniform trip count
+    int32_t seen[kAgeLoads];
+#pragma unroll
+    for (int j = 0; j < kAgeLoads; ++j) {  // every load issued before any use
+      const int32_t i = base + j * kCommitThreads + tid;
+      seen[j] = i < hot ? __ldcg(ref + slot_at(i)) : epoch;
+    }
+#pragma unroll
+    for (int j = 0; j < kAgeLoads; ++j) {
+      const int32_t i = base + j * kCommitThreads + tid;
+      const int32_t a = i < hot ? age_of(seen[j], epoch) : -1;
+      if (i < hot) s_age[i] = static_cast<int8_t>(a);
+      const uint32_t same = __match_any_sync(0xFFFFFFFFu, a);
+      if (a >= 0 && lane == static_cast<uint32_t>(__ffs(same) - 1)) atomicAdd(&s_hist[a], static_cast<uint32_t>(__popc(same)));
     }
   }
-  int32_t best = -1, best_seen = 0, best_age = -1;
-#pragma unroll
-  for (int s = 0; s < kClockSamples; ++s) {
-    if (cand[s] >= 0 && seen[s] != epoch) {
-      const int32_t age = static_cast<int32_t>((static_cast<uint32_t>(epoch) - static_cast<uint32_t>(seen[s])) & kEpochMask);
-      if (age > best_age) {
-        best = cand[s];
-        best_seen = seen[s];
-        best_age = age;
+  __syncthreads();
+  if (tid == 0) {  // threshold: every age > T is taken, and `need` slots of age T
+    int32_t t = -1, need = 0;
+    uint32_t above = 0;
+    for (int32_t a = kAgeBuckets - 1; a >= 0; --a) {
+      if (above + s_hist[a] >= static_cast<uint32_t>(misses)) {
+        t = a;
+        need = misses - static_cast<int32_t>(above);
+        break;
       }
+      above += s_hist[a];
+    }
+    if (t < 0) {  // fewer unprotected slots than misses: take them all
+      t = 0;
+      need = static_cast<int32_t>(s_hist[0]);
+    }
+    s_cut[0] = t;
+    s_cut[1] = need;
+  }
+  __syncthreads();
+  const int32_t t = s_cut[0], need = s_cut[1];
+  const int32_t per = (hot + kCommitThreads - 1) / kCommitThreads;
+  const int32_t lo = min(hot, tid * per), hi = min(hot, lo + per);
+  uint32_t older = 0, at_t = 0;
+  for (int32_t i = lo; i < hi; ++i) {
+    const int32_t a = s_age[i];
+    older += a > t ? 1u : 0u;
+    at_t += a == t ? 1u : 0u;
+  }
+  uint32_t total = 0;
+  const int32_t t_rank = static_cast<int32_t>(block_exclusive_sum(at_t, s_scan, total));
+  // The slots of age T taken are the first `need` in ring order: this run's first take_t of them.
+  const int32_t take_t = max(0, min(need - t_rank, static_cast<int32_t>(at_t)));
+  uint32_t out = block_exclusive_sum(older + static_cast<uint32_t>(take_t), s_scan, total);
+  int32_t k = 0;
+  for (int32_t i = lo; i < hi; ++i) {
+    const int32_t a = s_age[i];
+    if (a > t || (a == t && k++ < take_t)) {
+      const int32_t slot = slot_at(i);
+      s_victim[out++] = static_cast<int16_t>(slot);
+      ref[slot] = epoch;  // sole writer: each slot is in one thread's run
     }
   }
-  if (best >= 0 && atomicCAS(ref + best, best_seen, epoch) == best_seen) return best;
-  return -1;
+  for (int32_t c = static_cast<int32_t>(total) + tid; c < misses; c += kCommitThreads) s_victim[c] = kNoVictim;
 }
 
 // Approximate mode (§3.7.5): first unprotected slot of the multiplicative probe that this thread
@@ -204,6 +293,7 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   extern __shared__ int16_t s_dyn[];
   int16_t* s_victim = s_dyn;                                         // [T]
   uint16_t* s_needy = reinterpret_cast<uint16_t*>(s_dyn + p.occurrences);  // [T]
+  int8_t* s_age = reinterpret_cast<int8_t*>(s_needy + p.occurrences);       // [HOT]
   __shared__ uint32_t s_scan[kCommitWarps + 1];
   __shared__ int32_t s_ordinal;
   __shared__ uint32_t s_needy_count;
@@ -213,6 +303,8 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   __shared__ int64_t s_copy_src[kCommitThreads];
   __shared__ int32_t s_copy_dst[kCommitThreads];
   __shared__ int32_t s_ready;
+  __shared__ uint32_t s_hist[kAgeBuckets];
+  __shared__ int32_t s_cut[2];
 
   const int b = static_cast<int>(blockIdx.x);
   const int64_t rid = request_slot(p, b);  // inputs only: nothing the gather writes
@@ -294,14 +386,15 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   __syncthreads();
 
   // ---- B: primary victims ---------------------------------------------------------------------
-  for (int32_t c = tid; c < misses; c += kCommitThreads) {
+  // Union mode: every miss needs a victim (rotate or, in overflow, direct), chosen CTA-wide.
+  if (union_mode) oldest_victims(ref, epoch, cursor, hot, misses, s_age, s_victim, s_hist, s_scan, s_cut);
+  for (int32_t c = tid; c < misses && !union_mode; c += kCommitThreads) {
     const int32_t mo = load_volatile32(order + c);
     const bool direct = overflow && c >= cap;
     const bool rotate = c < cap && (union_mode || (mo & kOrderAdmit) != 0);
     int16_t v = kNoVictim;
     if (rotate || direct) {
-      const int32_t got = union_mode ? union_victim(ref, epoch, cursor, hot, misses, c)
-                                     : approx_victim(ref, epoch, hot, direct ? misses - cap : misses, direct ? c - cap : c);
+      const int32_t got = approx_victim(ref, epoch, hot, direct ? misses - cap : misses, direct ? c - cap : c);
       if (got >= 0) {
         v = static_cast<int16_t>(got);
       } else {

@@ -38,7 +38,7 @@ constexpr int32_t kOutUnresolved = -1;
 constexpr int32_t kOutPending = -2;  // a miss whose row the commit resolves (overflow, or spin timeout)
 
 constexpr uint32_t kRowUnresolved = 0xFFFFFFFFu;  // low word of miss_vals after the commit: no row
-constexpr int kClockSamples = 6;                  // CLOCK samples per union-mode partition (upstream)
+constexpr int kAgeBuckets = 64;                   // union-mode victim ages: 63 calls and more tie (reference AGE_BUCKETS)
 constexpr int kMaxKicks = 64;                     // cuckoo kick chain bound (upstream)
 constexpr int kCasRetries = 8;                    // re-reads of one bucket before kicking
 // A gather lane that finds a miss claimed in this epoch but not yet published waits at most this
