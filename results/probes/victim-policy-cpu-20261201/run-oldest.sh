@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in the twelfth session, NOT RUN: a same-call A/B of oldest-victims.patch (union-mode victims
+# Prepared in the twelfth session, run in the thirteenth (../oldest-victims-h200-20261201/v1/): a same-call A/B of oldest-victims.patch (union-mode victims
 # = the oldest unprotected slots) against the tree, then the patched copy's multi-step GPU tests and
 # compute-sanitizer. The patch changes the policy in the reference and the kernel together, so the
 # GPU tests compare the new kernel with the new reference.

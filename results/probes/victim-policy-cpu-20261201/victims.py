@@ -24,7 +24,16 @@ from hisparse.bench.case import Case, TimingSettings
 from hisparse.bench.workload import make_workload
 from hisparse.kernels.state import EPOCH_MASK
 
-CLOCK = commit.union_victims
+from hisparse.kernels.reference import clock
+
+CLOCK = clock.union_victims
+# The name under which the commit reference calls its union-mode policy: union_victims until d46ca15,
+# oldest_victims since (and union_mode_victims with hot-switch.patch). The probe swaps that name.
+_POLICY = next(n for n in ("union_mode_victims", "oldest_victims", "union_victims") if hasattr(commit, n))
+
+
+def set_policy(victims) -> None:
+    setattr(commit, _POLICY, victims)
 
 
 def oldest_victims(ref: torch.Tensor, epoch: int, cursor: int, miss_count: int) -> torch.Tensor:
@@ -54,14 +63,14 @@ def workload(impl: str, batch: int, calls: int, params: dict):
 
 
 def rows_per_call(impl: str, victims, batch: int, calls: int, params: dict) -> list[int]:
-    commit.union_victims = victims
+    set_policy(victims)
     w, bound = workload(impl, batch, calls, params)
     w.reset()
     return [bound.recorded_call().primary_rows for _ in range(w.calls)]
 
 
 def violations(victims, batch: int, params: dict) -> list[int]:
-    commit.union_victims = victims
+    set_policy(victims)
     w, bound = workload("multi_step", batch, 8, params)
     w.reset()
     return [len(bound.checked_call()) for _ in range(8)]
