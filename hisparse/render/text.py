@@ -81,7 +81,8 @@ def run_table(run: RunRecord) -> str:
             continue
         s, d, w = c.stats or {}, c.derived or {}, c.work or {}
         share = reread_share(w) if d.get("over_pcie_floor") is not None else None
-        reread += [] if share is None else [share]
+        if share is not None:
+            reread.append(share)
         rows.append([
             c.case_id, us(s.get("median_us")), us(s.get("iqr_us")),
             ratio(d.get("over_pcie_floor")) + ("" if share is None else "*"),

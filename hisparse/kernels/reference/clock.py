@@ -63,8 +63,8 @@ def oldest_victims(ref: torch.Tensor, epoch: int, cursor: int, miss_count: int) 
     ring = (cursor + torch.arange(hot, dtype=torch.int64)) % hot
     r = ref.to(torch.int64)[ring]
     age = torch.where(r != epoch, ((epoch - r) & EPOCH_MASK).clamp(max=AGE_BUCKETS - 1), torch.full_like(r, -1))
-    order = torch.sort(age, descending=True, stable=True).indices  # oldest first, ring order on ties
-    take = order[:miss_count][age[order[:miss_count]] >= 0]
+    oldest = torch.sort(age, descending=True, stable=True).indices[:miss_count]  # ring order on ties
+    take = oldest[age[oldest] >= 0]
     chosen = ring[torch.sort(take).values]  # the selected slots, in ring order from the cursor
     out = torch.full((miss_count,), -1, dtype=torch.int64)
     out[: chosen.numel()] = chosen
