@@ -492,7 +492,7 @@ def test_scenario5_resolves_all_speculative_extra_page_slots_without_host_io():
 def test_scenario6_full_union_overflow_preserves_all_8192_outputs(hot, capacity):
     """8192 distinct misses, more than the scratch capacity. HOT 4096: approximate + overflow with a
     bijective probe; 6144: the probe collides (CAS + fallback must still give distinct victims);
-    32768: union mode + overflow (the oldest slots for direct misses too)."""
+    32768: union mode + overflow (above HOT 16384 the partitioned CLOCK, for direct misses too)."""
     top_k = (hot + torch.arange(S * K, dtype=torch.int32)).reshape(1, S, K)
     n = hot + S * K
     kw = to_gpu(build_case(top_k, torch.full((S,), n), hot=hot, page=PAGE, max_len=n, capacity=capacity,

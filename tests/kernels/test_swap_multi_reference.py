@@ -622,3 +622,22 @@ def test_union_victims_are_the_oldest_slots_ties_in_ring_order_from_the_cursor()
     ref = torch.tensor([1, 30, 95], dtype=torch.int32)
     assert oldest_victims(ref, 100, 1, 1).tolist() == [1]
     assert oldest_victims(ref, 100, 1, 2).tolist() == [1, 0]
+
+
+def test_union_mode_takes_the_partitioned_clock_above_hot_16384():
+    from hisparse.kernels.reference.clock import union_mode_victims
+
+    # Every slot age 1 (epoch 10, ref 9) but slot 3 (age 50) and slot 6666 (age 5); two misses,
+    # cursor 0. The oldest slots are 3 and 6666, in ring order.
+    def ref_of(hot: int) -> torch.Tensor:
+        ref = torch.full((hot,), 9, dtype=torch.int32)
+        ref[3] = (10 - 50) & 0x7FFFFFFF
+        ref[6666] = 5
+        return ref
+
+    assert union_mode_victims(ref_of(16384), 10, 0, 2).tolist() == [3, 6666]
+    # HOT 20000: miss 0 owns the even ring positions, 10000 of them, and samples linear
+    # 0, 3332, 6666, 10000, 13332, 16666 (s * 10000 // 6 * 2): the oldest sample is 6666 (age 5).
+    # Miss 1 owns the odd ones and samples 1, 3333, 6667, 10001, 13333, 16667. Slot 3 is not
+    # among them, so every sample is age 1 and the first, slot 1, wins the tie.
+    assert union_mode_victims(ref_of(20000), 10, 0, 2).tolist() == [6666, 1]

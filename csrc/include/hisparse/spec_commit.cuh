@@ -13,9 +13,10 @@
 //   A  approximate mode only: clear refs unless overflow; last step: protect hits, number the
 //      distinct last-step misses u < C (CLAIM flag, CTA ordinal) and admit the first `budget`.
 //   B  primary victim per active miss (rotate: u < C and (union mode or admitted); direct: u >= C):
-//      union mode takes the `misses` oldest unprotected slots CTA-wide (an age histogram, then ring
-//      order from the cursor on the threshold age; oldest_victims) and hands them out in ring order;
-//      approximate mode probes (linear * 2654435761 + epoch) % HOT for linear = ordinal, ordinal +
+//      union mode up to HOT kOldestLineHot takes the `misses` oldest unprotected slots CTA-wide (an age
+//      histogram, then ring order from the cursor on the threshold age; oldest_victims) and hands them
+//      out in ring order; above it each miss samples <= 6 slots of its residue class (upstream's CLOCK,
+//      union_victim); approximate mode probes (linear * 2654435761 + epoch) % HOT for linear = ordinal, ordinal +
 //      count, ... Every approximate claim is an atomicCAS of ref from the value seen to the epoch, so no
 //      slot is claimed twice for any HOT (the approximate map is not a bijection unless HOT is a power
 //      of two; docs/semantics.md §7.6); union-mode claims have one writer per slot.
@@ -51,9 +52,11 @@ constexpr int kCommitThreads = 1024;  // 782 misses (the benchmark case) in one 
 constexpr int kCommitWarps = kCommitThreads / kWarpSize;
 constexpr int kCommitInFlight = 4;  // direct-overflow copies: 16-byte loads in flight per lane
 
-// Dynamic shared memory of the commit: int16 victim[T] | uint16 needy[T] | int8 age[HOT] (union mode).
+// Dynamic shared memory of the commit: int16 victim[T] | uint16 needy[T] | int8 age[HOT] (union mode
+// up to kOldestLineHot; none above, where the CLOCK needs no ages).
 __host__ __device__ constexpr size_t commit_smem_bytes(int occurrences, int hot) {
-  return static_cast<size_t>(occurrences) * (sizeof(int16_t) + sizeof(uint16_t)) + static_cast<size_t>(hot) * sizeof(int8_t);
+  const size_t ages = hot <= kOldestLineHot ? static_cast<size_t>(hot) * sizeof(int8_t) : 0;
+  return static_cast<size_t>(occurrences) * (sizeof(int16_t) + sizeof(uint16_t)) + ages;
 }
 constexpr int16_t kNoVictim = -1;
 constexpr int16_t kNeedsFallback = -2;
@@ -74,6 +77,22 @@ __device__ __forceinline__ int32_t miss_find(const int64_t* keys, uint32_t mask,
   return -1;
 }
 
+// Warp 0 turns the per-warp totals in s_scan[0..kCommitWarps) into their exclusive prefix and writes
+// the CTA total to s_scan[kCommitWarps]. Between the two barriers of a block scan.
+__device__ __forceinline__ void scan_warp_totals(uint32_t* s_scan) {
+  const uint32_t lane = threadIdx.x % kWarpSize;
+  if (threadIdx.x / kWarpSize != 0) return;
+  const uint32_t mine = lane < kCommitWarps ? s_scan[lane] : 0;
+  uint32_t incl = mine;
+#pragma unroll
+  for (int d = 1; d < kWarpSize; d <<= 1) {
+    const uint32_t n = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+    if (lane >= static_cast<uint32_t>(d)) incl += n;
+  }
+  if (lane < kCommitWarps) s_scan[lane] = incl - mine;
+  if (lane == kWarpSize - 1) s_scan[kCommitWarps] = incl;
+}
+
 // Rank of this thread among the CTA's threads with `flag` set (in thread order) and their total.
 // Contains three __syncthreads: call from uniform control flow.
 __device__ __forceinline__ uint32_t block_exclusive_rank(bool flag, uint32_t* s_scan, uint32_t& total) {
@@ -82,17 +101,7 @@ __device__ __forceinline__ uint32_t block_exclusive_rank(bool flag, uint32_t* s_
   const unsigned ballot = __ballot_sync(0xFFFFFFFFu, flag);
   if (lane == 0) s_scan[warp] = __popc(ballot);
   __syncthreads();
-  if (warp == 0) {
-    const uint32_t mine = lane < kCommitWarps ? s_scan[lane] : 0;
-    uint32_t incl = mine;
-#pragma unroll
-    for (int d = 1; d < kWarpSize; d <<= 1) {
-      const uint32_t n = __shfl_up_sync(0xFFFFFFFFu, incl, d);
-      if (lane >= static_cast<uint32_t>(d)) incl += n;
-    }
-    if (lane < kCommitWarps) s_scan[lane] = incl - mine;
-    if (lane == kWarpSize - 1) s_scan[kCommitWarps] = incl;
-  }
+  scan_warp_totals(s_scan);
   __syncthreads();
   const uint32_t rank = s_scan[warp] + __popc(ballot & ((1u << lane) - 1u));
   total = s_scan[kCommitWarps];
@@ -113,17 +122,7 @@ __device__ __forceinline__ uint32_t block_exclusive_sum(uint32_t v, uint32_t* s_
   }
   if (lane == kWarpSize - 1) s_scan[warp] = incl;
   __syncthreads();
-  if (warp == 0) {
-    const uint32_t w = lane < kCommitWarps ? s_scan[lane] : 0;
-    uint32_t wi = w;
-#pragma unroll
-    for (int d = 1; d < kWarpSize; d <<= 1) {
-      const uint32_t n = __shfl_up_sync(0xFFFFFFFFu, wi, d);
-      if (lane >= static_cast<uint32_t>(d)) wi += n;
-    }
-    if (lane < kCommitWarps) s_scan[lane] = wi - w;
-    if (lane == kWarpSize - 1) s_scan[kCommitWarps] = wi;
-  }
+  scan_warp_totals(s_scan);
   __syncthreads();
   const uint32_t rank = s_scan[warp] + incl - v;
   total = s_scan[kCommitWarps];
@@ -222,6 +221,42 @@ __device__ __forceinline__ void oldest_victims(int32_t* ref, int32_t epoch, int3
     }
   }
   for (int32_t c = static_cast<int32_t>(total) + tid; c < misses; c += kCommitThreads) s_victim[c] = kNoVictim;
+}
+
+// Union mode above kOldestLineHot (§3.7.4): samples of the residue class cidx (mod misses) of ring positions; oldest
+// unprotected wins, first on ties (as reference clock.union_victims). Classes of different misses are
+// disjoint, so the CAS cannot fail here; it is kept so that no path claims without one.
+__device__ __forceinline__ int32_t union_victim(int32_t* ref, int32_t epoch, int32_t cursor, int32_t hot, int32_t misses,
+                                                int32_t cidx) {
+  const int32_t size = (hot - 1 - cidx) / misses + 1;
+  const int32_t samples = min(size, kClockSamples);
+  int32_t cand[kClockSamples];
+  int32_t seen[kClockSamples];
+#pragma unroll
+  for (int s = 0; s < kClockSamples; ++s) {  // all sample loads issued before any decision
+    cand[s] = -1;
+    seen[s] = epoch;
+    if (s < samples) {
+      int32_t slot = cursor + cidx + (s * size / samples) * misses;  // < 2 * HOT
+      if (slot >= hot) slot -= hot;
+      cand[s] = slot;
+      seen[s] = load_volatile32(ref + slot);
+    }
+  }
+  int32_t best = -1, best_seen = 0, best_age = -1;
+#pragma unroll
+  for (int s = 0; s < kClockSamples; ++s) {
+    if (cand[s] >= 0 && seen[s] != epoch) {
+      const int32_t age = static_cast<int32_t>((static_cast<uint32_t>(epoch) - static_cast<uint32_t>(seen[s])) & kEpochMask);
+      if (age > best_age) {
+        best = cand[s];
+        best_seen = seen[s];
+        best_age = age;
+      }
+    }
+  }
+  if (best >= 0 && atomicCAS(ref + best, best_seen, epoch) == best_seen) return best;
+  return -1;
 }
 
 // Approximate mode (§3.7.5): first unprotected slot of the multiplicative probe that this thread
@@ -386,15 +421,18 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   __syncthreads();
 
   // ---- B: primary victims ---------------------------------------------------------------------
-  // Union mode: every miss needs a victim (rotate or, in overflow, direct), chosen CTA-wide.
-  if (union_mode) oldest_victims(ref, epoch, cursor, hot, misses, s_age, s_victim, s_hist, s_scan, s_cut);
-  for (int32_t c = tid; c < misses && !union_mode; c += kCommitThreads) {
+  // Union mode: every miss needs a victim (rotate or, in overflow, direct): CTA-wide up to
+  // kOldestLineHot, per miss (its CLOCK partition) above.
+  const bool oldest = union_mode && hot <= kOldestLineHot;
+  if (oldest) oldest_victims(ref, epoch, cursor, hot, misses, s_age, s_victim, s_hist, s_scan, s_cut);
+  for (int32_t c = tid; c < misses && !oldest; c += kCommitThreads) {
     const int32_t mo = load_volatile32(order + c);
     const bool direct = overflow && c >= cap;
     const bool rotate = c < cap && (union_mode || (mo & kOrderAdmit) != 0);
     int16_t v = kNoVictim;
     if (rotate || direct) {
-      const int32_t got = approx_victim(ref, epoch, hot, direct ? misses - cap : misses, direct ? c - cap : c);
+      const int32_t got = union_mode ? union_victim(ref, epoch, cursor, hot, misses, c)
+                                     : approx_victim(ref, epoch, hot, direct ? misses - cap : misses, direct ? c - cap : c);
       if (got >= 0) {
         v = static_cast<int16_t>(got);
       } else {

@@ -39,6 +39,11 @@ constexpr int32_t kOutPending = -2;  // a miss whose row the commit resolves (ov
 
 constexpr uint32_t kRowUnresolved = 0xFFFFFFFFu;  // low word of miss_vals after the commit: no row
 constexpr int kAgeBuckets = 64;                   // union-mode victim ages: 63 calls and more tie (reference AGE_BUCKETS)
+constexpr int kClockSamples = 6;                  // CLOCK samples per union-mode partition (upstream)
+// Union mode takes the oldest slots up to this HOT and upstream's partitioned CLOCK above it: the
+// oldest-slot scan costs ~0.5 us per 1024 slots, and the rows it saves shrink as HOT grows (reference
+// OLDEST_LINE_HOT; results/probes/oldest-victims-h200-20261201/).
+constexpr int32_t kOldestLineHot = 16384;
 constexpr int kMaxKicks = 64;                     // cuckoo kick chain bound (upstream)
 constexpr int kCasRetries = 8;                    // re-reads of one bucket before kicking
 // A gather lane that finds a miss claimed in this epoch but not yet published waits at most this

@@ -71,6 +71,18 @@ def oldest_victims(ref: torch.Tensor, epoch: int, cursor: int, miss_count: int) 
     return out
 
 
+# Union mode takes the oldest slots up to this HOT and the partitioned CLOCK above it (kernel
+# kOldestLineHot): the kernel's scan costs ~0.5 us per 1024 slots on the commit's critical path, and the
+# rows it saves shrink as HOT grows (results/probes/oldest-victims-h200-20261201/).
+OLDEST_LINE_HOT = 16384
+
+
+def union_mode_victims(ref: torch.Tensor, epoch: int, cursor: int, miss_count: int) -> torch.Tensor:
+    """The union mode's victim of every miss: ``oldest_victims`` up to OLDEST_LINE_HOT, ``union_victims`` above."""
+    pick = oldest_victims if ref.numel() <= OLDEST_LINE_HOT else union_victims
+    return pick(ref, epoch, cursor, miss_count)
+
+
 def approx_victim(ref: list[int], epoch: int, ordinal: int, victim_count: int) -> int:
     """First unprotected slot of the approximate-mode probe; claims it. -1 if none."""
     hot = len(ref)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hisparse.kernels.reference.clock import approx_victim, fallback_victim, oldest_victims
+from hisparse.kernels.reference.clock import approx_victim, fallback_victim, union_mode_victims
 from hisparse.kernels.reference.cuckoo import CuckooRow
 
 UNION, APPROX = "union", "approx"
@@ -85,7 +85,7 @@ def _victims(ref_t: torch.Tensor, ci: CommitInput, mode: _Mode, active: list[int
     mc = len(ci.miss_tokens)
     victims = [-1] * mc
     if mode.union:
-        chosen = oldest_victims(ref_t, ci.epoch, ci.cursor, mc).tolist()
+        chosen = union_mode_victims(ref_t, ci.epoch, ci.cursor, mc).tolist()
         ref = ref_t.tolist()
         for u in active:
             victims[u] = chosen[u]
