@@ -352,6 +352,9 @@ def test_vs_sglang_config_expands_ours_and_sglangs_side_by_side():
     assert ours == theirs and len(ours) == 2 * 4 * 2 * 2 * 2 + 4
     assert {c.workload for c in exp.cases} == {"serving", "upstream", "distinct"}
     assert {c.batch for c in exp.cases} == {1, 8, 32, 64}
+    # the lead workload runs first, so a run cut at the device call's limit keeps its 16 pairs' cases
+    assert [c.workload for c in exp.cases[:16]] == ["serving"] * 16
+    assert "serving" not in {c.workload for c in exp.cases[16:]}
 
 
 def test_no_sglang_skips_the_case_naming_what_to_install(monkeypatch, tmp_path, clean_sglang):
