@@ -144,10 +144,14 @@ __device__ __forceinline__ uint32_t block_exclusive_sum(uint32_t v, uint32_t* s_
 // Why shared memory: the first version re-read ref in every pass, in thread-contiguous runs (32
 // sectors per warp load) and volatile (one load in flight): +1.1 us at batch 1 and +11 us at hot
 // 16384 batch 8 on the H200 (run-oldest.sh, 2026-12-01).
+// Calls since a slot was last referenced (epochs wrap at kEpochMask): the age both victim policies rank.
+__device__ __forceinline__ int32_t epoch_age(int32_t seen, int32_t epoch) {
+  return static_cast<int32_t>((static_cast<uint32_t>(epoch) - static_cast<uint32_t>(seen)) & kEpochMask);
+}
+
 __device__ __forceinline__ int32_t age_of(int32_t seen, int32_t epoch) {
   if (seen == epoch) return -1;  // protected: referenced by this call
-  const int32_t age = static_cast<int32_t>((static_cast<uint32_t>(epoch) - static_cast<uint32_t>(seen)) & kEpochMask);
-  return min(age, kAgeBuckets - 1);
+  return min(epoch_age(seen, epoch), kAgeBuckets - 1);
 }
 
 __device__ __forceinline__ void oldest_victims(int32_t* ref, int32_t epoch, int32_t cursor, int32_t hot, int32_t misses,
@@ -247,7 +251,7 @@ __device__ __forceinline__ int32_t union_victim(int32_t* ref, int32_t epoch, int
 #pragma unroll
   for (int s = 0; s < kClockSamples; ++s) {
     if (cand[s] >= 0 && seen[s] != epoch) {
-      const int32_t age = static_cast<int32_t>((static_cast<uint32_t>(epoch) - static_cast<uint32_t>(seen[s])) & kEpochMask);
+      const int32_t age = epoch_age(seen[s], epoch);
       if (age > best_age) {
         best = cand[s];
         best_seen = seen[s];

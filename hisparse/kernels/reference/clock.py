@@ -24,6 +24,11 @@ _MULT = 2654435761
 _U32 = 0xFFFFFFFF
 
 
+def _age(r: torch.Tensor, epoch: int) -> torch.Tensor:
+    """Calls since each slot was last referenced (epochs wrap at EPOCH_MASK): kernel epoch_age."""
+    return (epoch - r) & EPOCH_MASK
+
+
 def union_victims(ref: torch.Tensor, epoch: int, cursor: int, miss_count: int) -> torch.Tensor:
     """Victim slot (or -1) of every miss ``cidx in [0, miss_count)``; needs miss_count <= HOT.
 
@@ -40,7 +45,7 @@ def union_victims(ref: torch.Tensor, epoch: int, cursor: int, miss_count: int) -
     cand = (cursor + linear) % hot
     r = ref.to(torch.int64)[cand]
     eligible = (s < samples.unsqueeze(1)) & (r != epoch)
-    age = torch.where(eligible, (epoch - r) & EPOCH_MASK, torch.full_like(r, -1))
+    age = torch.where(eligible, _age(r, epoch), torch.full_like(r, -1))
     best_age, best = age.max(dim=1)  # first maximal sample on ties (max returns the first index)
     victim = cand.gather(1, best.unsqueeze(1)).squeeze(1)
     return torch.where(best_age >= 0, victim, torch.full_like(victim, -1))
@@ -62,7 +67,7 @@ def oldest_victims(ref: torch.Tensor, epoch: int, cursor: int, miss_count: int) 
     hot = ref.numel()
     ring = (cursor + torch.arange(hot, dtype=torch.int64)) % hot
     r = ref.to(torch.int64)[ring]
-    age = torch.where(r != epoch, ((epoch - r) & EPOCH_MASK).clamp(max=AGE_BUCKETS - 1), torch.full_like(r, -1))
+    age = torch.where(r != epoch, _age(r, epoch).clamp(max=AGE_BUCKETS - 1), torch.full_like(r, -1))
     oldest = torch.sort(age, descending=True, stable=True).indices[:miss_count]  # ring order on ties
     take = oldest[age[oldest] >= 0]
     chosen = ring[torch.sort(take).values]  # the selected slots, in ring order from the cursor
