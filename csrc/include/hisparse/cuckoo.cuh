@@ -92,8 +92,11 @@ __device__ __forceinline__ void cuckoo_erase(int64_t* bank0, int64_t* bank1, uin
 
 // Claims `p` for `entry` if it is empty or holds the same token (the reference's first stage).
 // Returns 1 on success, 0 if the bucket holds another token, after bounded CAS retries.
-__device__ __forceinline__ bool cuckoo_try_bucket(int64_t* p, int64_t entry, int32_t token) {
-  int64_t old = static_cast<int64_t>(load_volatile(p));
+// `guess` is a value of the bucket read earlier (possibly stale): an empty or same-token guess is only
+// the first CAS's expectation, which the CAS checks; a guess of another token is read again, so the
+// "another token" answer always rests on a current value, as without a guess.
+__device__ __forceinline__ bool cuckoo_try_bucket(int64_t* p, int64_t entry, int32_t token, int64_t guess) {
+  int64_t old = guess >= 0 && entry_token(guess) != token ? static_cast<int64_t>(load_volatile(p)) : guess;
   for (int attempt = 0; attempt < kCasRetries; ++attempt) {
     if (old >= 0 && entry_token(old) != token) return false;
     const int64_t seen = static_cast<int64_t>(
@@ -104,12 +107,24 @@ __device__ __forceinline__ bool cuckoo_try_bucket(int64_t* p, int64_t entry, int
   return false;  // heavy contention on one bucket: fall through to the (always safe) kick chain
 }
 
-// Inserts (token -> slot). Safe with concurrent inserts (not with concurrent erases or lookups).
-// Returns false when an entry had to be dropped after kMaxKicks (caller degrades and rebuilds).
-__device__ __forceinline__ bool cuckoo_insert(int64_t* bank0, int64_t* bank1, uint32_t mask, int32_t token, int32_t slot) {
+// The token's two buckets, read together (the first CAS expectations of cuckoo_insert).
+struct BucketGuess {
+  int64_t b0, b1;
+};
+__device__ __forceinline__ BucketGuess cuckoo_guess(const int64_t* bank0, const int64_t* bank1, uint32_t mask, int32_t token) {
+  return {static_cast<int64_t>(load_volatile(bank0 + (cuckoo_h1(token) & mask))),
+          static_cast<int64_t>(load_volatile(bank1 + (cuckoo_h2(token) & mask)))};
+}
+
+// Inserts (token -> slot), bank 0 first, then bank 1, then a kick chain. Safe with concurrent inserts
+// (not with concurrent erases or lookups). `g` holds earlier reads of the two buckets (cuckoo_guess,
+// issued together so that a full bank 0 costs no extra round trip). Returns false when an entry had
+// to be dropped after kMaxKicks (caller degrades and rebuilds).
+__device__ __forceinline__ bool cuckoo_insert(int64_t* bank0, int64_t* bank1, uint32_t mask, int32_t token, int32_t slot,
+                                              BucketGuess g) {
   const int64_t entry = cuckoo_pack(token, slot);
-  if (cuckoo_try_bucket(bank0 + (cuckoo_h1(token) & mask), entry, token)) return true;
-  if (cuckoo_try_bucket(bank1 + (cuckoo_h2(token) & mask), entry, token)) return true;
+  if (cuckoo_try_bucket(bank0 + (cuckoo_h1(token) & mask), entry, token, g.b0)) return true;
+  if (cuckoo_try_bucket(bank1 + (cuckoo_h2(token) & mask), entry, token, g.b1)) return true;
   int64_t carried = entry;
   int bank = 0;
   for (int kick = 0; kick < kMaxKicks; ++kick) {

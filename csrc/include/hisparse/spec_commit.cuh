@@ -130,6 +130,38 @@ __device__ __forceinline__ uint32_t block_exclusive_sum(uint32_t v, uint32_t* s_
   return rank;
 }
 
+static_assert(kAgeBuckets == 2 * kWarpSize, "threshold_age: two age buckets per lane");
+
+// Warp 0: the threshold age T of the histogram (every age > T is taken) and how many slots of age T,
+// `need`, into s_cut[0..1]. S(a) = slots of age >= a; T = the largest a with S(a) >= misses, need =
+// misses - S(T + 1); when every unprotected slot is too few, T = 0 and need = s_hist[0] (take them all).
+// One suffix scan over the lanes (two buckets each) instead of a 64-step loop in one thread.
+__device__ __forceinline__ void threshold_age(const uint32_t* s_hist, int32_t misses, int32_t* s_cut) {
+  const uint32_t lane = threadIdx.x % kWarpSize;
+  const uint32_t lo = s_hist[2 * lane], hi = s_hist[2 * lane + 1];
+  uint32_t suffix = lo + hi;  // inclusive suffix over lanes >= lane of the pair sums
+#pragma unroll
+  for (int d = 1; d < kWarpSize; d <<= 1) {
+    const uint32_t n = __shfl_down_sync(0xFFFFFFFFu, suffix, d);
+    if (lane + d < static_cast<uint32_t>(kWarpSize)) suffix += n;
+  }
+  const uint32_t s_lo = suffix, s_hi = suffix - lo;  // S(2 lane), S(2 lane + 1)
+  const uint32_t want = static_cast<uint32_t>(misses);
+  const unsigned reach = __ballot_sync(0xFFFFFFFFu, s_lo >= want);
+  if (reach == 0) {
+    if (lane == 0) {
+      s_cut[0] = 0;
+      s_cut[1] = static_cast<int32_t>(lo);
+    }
+    return;
+  }
+  if (lane == static_cast<uint32_t>(kWarpSize - 1 - __clz(reach))) {  // the highest lane that reaches
+    const bool upper = s_hi >= want;
+    s_cut[0] = static_cast<int32_t>(2 * lane + (upper ? 1 : 0));
+    s_cut[1] = misses - static_cast<int32_t>(upper ? s_hi - hi : s_lo - lo);
+  }
+}
+
 // Union mode (§3.7.4): the `misses` unprotected slots of largest age (clamped at kAgeBuckets - 1), ties
 // in ring order from the cursor, handed to misses 0, 1, ... in ring order (reference
 // clock.oldest_victims): a call-granular exact LRU. One CTA owns the request, so no claim can race
@@ -154,9 +186,12 @@ __device__ __forceinline__ int32_t age_of(int32_t seen, int32_t epoch) {
   return min(epoch_age(seen, epoch), kAgeBuckets - 1);
 }
 
+// `after_ages` runs in every thread once its age loads are consumed (the commit issues its next
+// prefetch there, so that the round trip overlaps the rest of the selection).
+template <typename AfterAges>
 __device__ __forceinline__ void oldest_victims(int32_t* ref, int32_t epoch, int32_t cursor, int32_t hot, int32_t misses,
                                                int8_t* s_age, int16_t* s_victim, uint32_t* s_hist, uint32_t* s_scan,
-                                               int32_t* s_cut) {
+                                               int32_t* s_cut, AfterAges&& after_ages) {
   if (misses == 0) return;  // uniform: a call without misses needs no pass over the ring
   const int32_t tid = static_cast<int32_t>(threadIdx.x);
   const uint32_t lane = threadIdx.x % kWarpSize;
@@ -181,25 +216,9 @@ __device__ __forceinline__ void oldest_victims(int32_t* ref, int32_t epoch, int3
       if (a >= 0 && lane == static_cast<uint32_t>(__ffs(same) - 1)) atomicAdd(&s_hist[a], static_cast<uint32_t>(__popc(same)));
     }
   }
+  after_ages();
   __syncthreads();
-  if (tid == 0) {  // threshold: every age > T is taken, and `need` slots of age T
-    int32_t t = -1, need = 0;
-    uint32_t above = 0;
-    for (int32_t a = kAgeBuckets - 1; a >= 0; --a) {
-      if (above + s_hist[a] >= static_cast<uint32_t>(misses)) {
-        t = a;
-        need = misses - static_cast<int32_t>(above);
-        break;
-      }
-      above += s_hist[a];
-    }
-    if (t < 0) {  // fewer unprotected slots than misses: take them all
-      t = 0;
-      need = static_cast<int32_t>(s_hist[0]);
-    }
-    s_cut[0] = t;
-    s_cut[1] = need;
-  }
+  if (tid < kWarpSize) threshold_age(s_hist, misses, s_cut);
   __syncthreads();
   const int32_t t = s_cut[0], need = s_cut[1];
   const int32_t per = (hot + kCommitThreads - 1) / kCommitThreads;
@@ -385,6 +404,22 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   const int32_t* tokens = p.top_k_tokens + static_cast<int64_t>(b) * p.top_k_stride;
   int32_t* out = p.out + static_cast<int64_t>(b) * p.out_stride;
 
+  // Phase D's words of this thread's first miss (c = tid), issued early so that their two dependent
+  // round trips overlap phases A-B instead of opening phase D: its order word here, its key after the
+  // age pass (oldest_victims' hook) or after phase B, and the key's token's two cuckoo buckets after
+  // phase B (phase E's first CAS expectations, which the CAS checks). Nothing writes the order word's
+  // position bits or the key during the commit (phase A only sets flag bits above them). Its scratch
+  // row is not fetched early: that load is independent of the others in phase D anyway, and keeping
+  // it live made the no-PDL record-plan build spill 164 bytes instead of 40 (ptxas -v, sm_90).
+  const bool has_first = tid < misses;
+  int32_t first_order = 0;
+  uint64_t first_key = 0;
+  BucketGuess first_guess{-1, -1};
+  if (has_first) first_order = load_volatile32(order + tid);
+  const auto load_first_key = [&] {
+    if (has_first) first_key = load_volatile(keys + (static_cast<uint32_t>(first_order) & kOrderPosMask & p.miss_mask));
+  };
+
   if (tid == 0) {
     s_ordinal = 0;
     s_needy_count = 0;
@@ -428,7 +463,8 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   // Union mode: every miss needs a victim (rotate or, in overflow, direct): CTA-wide up to
   // kOldestLineHot, per miss (its CLOCK partition) above.
   const bool oldest = union_mode && hot <= kOldestLineHot;
-  if (oldest) oldest_victims(ref, epoch, cursor, hot, misses, s_age, s_victim, s_hist, s_scan, s_cut);
+  if (oldest) oldest_victims(ref, epoch, cursor, hot, misses, s_age, s_victim, s_hist, s_scan, s_cut, load_first_key);
+  if (!oldest) load_first_key();
   for (int32_t c = tid; c < misses && !oldest; c += kCommitThreads) {
     const int32_t mo = load_volatile32(order + c);
     const bool direct = overflow && c >= cap;
@@ -446,6 +482,7 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
     }
     s_victim[c] = v;
   }
+  if (has_first && !degraded_in) first_guess = cuckoo_guess(bank0, bank1, p.hash_mask, static_cast<int32_t>(static_cast<uint32_t>(first_key)));
   __syncthreads();
 
   // ---- C: CTA-wide fallback -------------------------------------------------------------------
@@ -457,11 +494,13 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
 
   // ---- D: apply (rotation / direct), erase, miss_vals = row, plan of u >= C ---------------------
   // Direct misses are listed in s_needy (free after phase C) and copied in phase D2.
+  bool first_applied = false;  // phase D set slot_tokens[s_victim[tid]] to first_key's token
   for (int32_t c = tid; c < misses; c += kCommitThreads) {
+    const bool first = c == tid;
     int64_t src = -1;
     // (& miss_mask: a position outside this table is impossible, but must not become an address)
-    const uint32_t pos = static_cast<uint32_t>(load_volatile32(order + c)) & kOrderPosMask & p.miss_mask;
-    const uint64_t key = load_volatile(keys + pos);
+    const uint32_t pos = static_cast<uint32_t>(first ? first_order : load_volatile32(order + c)) & kOrderPosMask & p.miss_mask;
+    const uint64_t key = first ? first_key : load_volatile(keys + pos);
     const int32_t token = static_cast<int32_t>(static_cast<uint32_t>(key));
     int32_t v = s_victim[c];
     if (!has_epoch(key, epoch)) v = kNoVictim;  // impossible: the gather wrote both
@@ -481,6 +520,7 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
       if (valid_row(old_loc, p.device_rows) && valid_row(new_loc, p.device_rows) &&
           (rotate || valid_row(src, p.host_rows))) {
         slot_tokens[v] = token;
+        first_applied = first;
         if (rotate) {
           slot_locs[v] = new_loc;
           scratch[c] = old_loc;
@@ -506,8 +546,10 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
     for (int32_t c = tid; c < misses; c += kCommitThreads) {
       const int32_t v = s_victim[c];
       if (v < 0) continue;
-      const int32_t token = slot_tokens[v];
-      if (token != v && !cuckoo_insert(bank0, bank1, p.hash_mask, token, v)) s_insert_failed = 1;
+      const bool first = c == tid && first_applied;  // token and buckets already in registers
+      const int32_t token = first ? static_cast<int32_t>(static_cast<uint32_t>(first_key)) : slot_tokens[v];
+      const BucketGuess g = first ? first_guess : cuckoo_guess(bank0, bank1, p.hash_mask, token);
+      if (token != v && !cuckoo_insert(bank0, bank1, p.hash_mask, token, v, g)) s_insert_failed = 1;
     }
   }
   __syncthreads();
@@ -519,7 +561,8 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
     __syncthreads();
     for (int32_t s = tid; s < hot; s += kCommitThreads) {
       const int32_t token = slot_tokens[s];
-      if (token >= 0 && token != s && !cuckoo_insert(bank0, bank1, p.hash_mask, token, s)) s_rebuild_failed = 1;
+      if (token >= 0 && token != s && !cuckoo_insert(bank0, bank1, p.hash_mask, token, s, cuckoo_guess(bank0, bank1, p.hash_mask, token)))
+        s_rebuild_failed = 1;
     }
     __syncthreads();
   }
