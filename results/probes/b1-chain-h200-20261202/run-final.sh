@@ -23,7 +23,7 @@ echo "ncu rc=$? $((SECONDS-t0))s"
 ncu --import $L/ncu-commit-b1.ncu-rep --csv --page source --print-source sass > $L/ncu-commit-b1-sass.csv 2>&1
 ncu --import $L/ncu-commit-b1.ncu-rep --csv --page details > $L/ncu-commit-b1-details.csv 2>&1
 rm -f $L/*.ncu-rep; pk
-left=$(( 545 - SECONDS + t0 ))
+left=$(( 515 - SECONDS + t0 ))
 [ $left -gt 30 ] && timeout -s INT $left python3 -m hisparse run default --filter workload=serving --no-plots --out $L/default-serving.json > $L/default-serving.log 2>&1
 echo "default serving rc=$? $((SECONDS-t0))s"; pk
 tail -4 $L/vs-sglang-serving.log; tail -3 $L/default-serving.log
