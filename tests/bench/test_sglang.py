@@ -120,6 +120,68 @@ def test_pinned_spec_kernel_builds_compile_only():
     assert "BUILT" in proc.stdout, (proc.stdout + proc.stderr)[-4000:]
 
 
+CUT_SCRIPT = REPO / "scripts" / "sglang_kernels_tree.sh"
+
+
+def _cut(src: Path, dest: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CUT_SCRIPT), str(src), str(dest)], capture_output=True, text=True, timeout=120)
+
+
+def _tree_bytes(root: Path) -> int:
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+
+
+@needs_pinned
+@pytest.mark.slow
+def test_kernels_tree_cut_is_small_and_still_loads_and_builds_the_spec_kernel(tmp_path):
+    """scripts/sglang_kernels_tree.sh: the cut a device call carries (64 MiB in all, with this repository
+    and the wheelhouse) loads the same entry points and JIT-builds the speculative swap for sm_90."""
+    dest = tmp_path / "sgl"
+    proc = _cut(PINNED, dest)
+    assert proc.returncode == 0, proc.stderr
+    assert _tree_bytes(dest) < 2 * 2**20 < _tree_bytes(PINNED)
+    assert not list(dest.glob("sglang-*.dist-info/RECORD"))
+    proc = _python("""
+        import json
+        from hisparse.bench import sglang
+        from hisparse import env
+        k = sglang.load()
+        built = None
+        if env.NVCC is not None:
+            from sglang.kernels.jit.utils import override_jit_cuda_arch
+            with override_jit_cuda_arch(9, 0):
+                built = type(k.module._jit_spec_module(576, 64, 2048, 4096, 4, False)).__name__
+        print(json.dumps({"version": k.source.version, "lru": k.lru_swap.__name__,
+                          "copy": k.copy_planned.__name__, "built": built}))
+    """, HISPARSE_SGLANG_SRC=str(dest))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["version"] == sglang.PINNED_VERSION
+    assert (out["lru"], out["copy"]) == ("load_cache_to_device_buffer_mla", "copy_cache_planned_mla")
+    if env.NVCC is not None:
+        assert out["built"] == "Module"
+
+
+def test_kernels_tree_cut_refuses_a_source_without_the_kernels_and_an_existing_destination(tmp_path):
+    proc = _cut(tmp_path / "nothing", tmp_path / "out")
+    assert proc.returncode == 2
+    assert "sglang/kernels/ops/kvcache/hisparse.py is missing" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    src = tmp_path / "src"
+    for rel in ("sglang/kernels/ops/kvcache/hisparse.py", "sglang/srt/environ.py", "sglang/_version.py"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text("# stub\n")
+    for rel in ("utils", "include", "csrc/kvcacheio"):
+        (src / "sglang/kernels/jit" / rel).mkdir(parents=True)
+    (tmp_path / "taken").mkdir()
+    proc = _cut(src, tmp_path / "taken")
+    assert proc.returncode == 2 and "exists: give a new directory" in proc.stderr
+    proc = _cut(src, tmp_path / "new")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "new/sglang/kernels/ops/kvcache/hisparse.py").read_text() == "# stub\n"
+    assert (tmp_path / "new/sglang/kernels/jit/csrc/kvcacheio").is_dir()
+
+
 SPEC_HEADER = Path("sglang/kernels/jit/csrc/kvcacheio/hisparse_spec.cuh")
 VICTIM_LOOP = "for (int64_t iteration = 0; iteration < compact_iterations; ++iteration) {"
 
