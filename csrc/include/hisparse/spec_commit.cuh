@@ -162,6 +162,16 @@ __device__ __forceinline__ void threshold_age(const uint32_t* s_hist, int32_t mi
   }
 }
 
+// Calls since a slot was last referenced (epochs wrap at kEpochMask): the age both victim policies rank.
+__device__ __forceinline__ int32_t epoch_age(int32_t seen, int32_t epoch) {
+  return static_cast<int32_t>((static_cast<uint32_t>(epoch) - static_cast<uint32_t>(seen)) & kEpochMask);
+}
+
+__device__ __forceinline__ int32_t age_of(int32_t seen, int32_t epoch) {
+  if (seen == epoch) return -1;  // protected: referenced by this call
+  return min(epoch_age(seen, epoch), kAgeBuckets - 1);
+}
+
 // Union mode (§3.7.4): the `misses` unprotected slots of largest age (clamped at kAgeBuckets - 1), ties
 // in ring order from the cursor, handed to misses 0, 1, ... in ring order (reference
 // clock.oldest_victims): a call-granular exact LRU. One CTA owns the request, so no claim can race
@@ -176,16 +186,6 @@ __device__ __forceinline__ void threshold_age(const uint32_t* s_hist, int32_t mi
 // Why shared memory: the first version re-read ref in every pass, in thread-contiguous runs (32
 // sectors per warp load) and volatile (one load in flight): +1.1 us at batch 1 and +11 us at hot
 // 16384 batch 8 on the H200 (run-oldest.sh, 2026-12-01).
-// Calls since a slot was last referenced (epochs wrap at kEpochMask): the age both victim policies rank.
-__device__ __forceinline__ int32_t epoch_age(int32_t seen, int32_t epoch) {
-  return static_cast<int32_t>((static_cast<uint32_t>(epoch) - static_cast<uint32_t>(seen)) & kEpochMask);
-}
-
-__device__ __forceinline__ int32_t age_of(int32_t seen, int32_t epoch) {
-  if (seen == epoch) return -1;  // protected: referenced by this call
-  return min(epoch_age(seen, epoch), kAgeBuckets - 1);
-}
-
 // `after_ages` runs in every thread once its age loads are consumed (the commit issues its next
 // prefetch there, so that the round trip overlaps the rest of the selection).
 template <typename AfterAges>
