@@ -82,11 +82,16 @@ __device__ __forceinline__ int32_t tail_lookup(const HotView& v, int32_t token) 
   return -1;
 }
 
-// Marks the exact entry (token, slot) erased, bank 0 first; a no-op when absent.
+// Marks the exact entry (token, slot) erased in the bank that holds it; a no-op when absent. An exact
+// entry is in at most one bank (an insert or a kick moves an entry, it never copies one), so one CAS per
+// bank, both issued at once and neither result read: the caller waits for neither. The commit's
+// __syncthreads before its inserts orders them before every insert of the CTA (one CTA owns the table).
+// Before: bank 0's CAS, then bank 1's only when bank 0 did not hold it, two round trips in the
+// commit's critical path.
 __device__ __forceinline__ void cuckoo_erase(int64_t* bank0, int64_t* bank1, uint32_t mask, int32_t token, int32_t slot) {
   const unsigned long long want = static_cast<unsigned long long>(cuckoo_pack(token, slot));
   const unsigned long long erased = static_cast<unsigned long long>(kHashErased);
-  if (atomicCAS(as_ull(bank0 + (cuckoo_h1(token) & mask)), want, erased) == want) return;
+  atomicCAS(as_ull(bank0 + (cuckoo_h1(token) & mask)), want, erased);
   atomicCAS(as_ull(bank1 + (cuckoo_h2(token) & mask)), want, erased);
 }
 

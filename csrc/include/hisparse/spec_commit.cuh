@@ -188,25 +188,46 @@ __device__ __forceinline__ int32_t age_of(int32_t seen, int32_t epoch) {
 // 16384 batch 8 on the H200 (run-oldest.sh, 2026-12-01).
 // `after_ages` runs in every thread once its age loads are consumed (the commit issues its next
 // prefetch there, so that the round trip overlaps the rest of the selection).
+// The first pass's loads come from the caller (RingAges, issued with the request's counters).
+constexpr int kAgeLoads = 4;  // ref words per thread per pass, all in flight together
+
+static_assert(kOldestLineHot < (1 << 16), "oldest_victims packs two per-run counts of <= HOT into 16 bits each");
+
+// Thread tid's ref words of ring positions j * kCommitThreads + tid, j < kAgeLoads, from `cursor`
+// (positions >= hot read as `epoch`, i.e. protected). Loaded as soon as the gather's marks are
+// complete, with the request's counters, before the commit knows whether it takes the oldest slots:
+// the loads are only reads, and their round trip then overlaps the counters' instead of following it.
+struct RingAges {
+  int32_t seen[kAgeLoads];
+};
+__device__ __forceinline__ int32_t ring_slot(int32_t cursor, int32_t hot, int32_t i) {
+  return cursor + i >= hot ? cursor + i - hot : cursor + i;
+}
+__device__ __forceinline__ RingAges load_ring_ages(const int32_t* ref, int32_t epoch_hint, int32_t cursor, int32_t hot, int32_t base) {
+  RingAges a;
+#pragma unroll
+  for (int j = 0; j < kAgeLoads; ++j) {  // every load issued before any use
+    const int32_t i = base + j * kCommitThreads + static_cast<int32_t>(threadIdx.x);
+    // The gather's marks are complete (its lookups are counted) and this CTA has not read these
+    // lines: L2 loads.
+    a.seen[j] = i < hot ? __ldcg(ref + ring_slot(cursor, hot, i)) : epoch_hint;
+  }
+  return a;
+}
+
 template <typename AfterAges>
 __device__ __forceinline__ void oldest_victims(int32_t* ref, int32_t epoch, int32_t cursor, int32_t hot, int32_t misses,
-                                               int8_t* s_age, int16_t* s_victim, uint32_t* s_hist, uint32_t* s_scan,
-                                               int32_t* s_cut, AfterAges&& after_ages) {
+                                               const RingAges& first_pass, int8_t* s_age, int16_t* s_victim,
+                                               uint32_t* s_hist, uint32_t* s_scan, int32_t* s_cut, AfterAges&& after_ages) {
   if (misses == 0) return;  // uniform: a call without misses needs no pass over the ring
   const int32_t tid = static_cast<int32_t>(threadIdx.x);
   const uint32_t lane = threadIdx.x % kWarpSize;
-  const auto slot_at = [&](int32_t i) { return cursor + i >= hot ? cursor + i - hot : cursor + i; };
+  const auto slot_at = [&](int32_t i) { return ring_slot(cursor, hot, i); };
   if (tid < kAgeBuckets) s_hist[tid] = 0;
   __syncthreads();
-  // The gather's marks are complete (grid dependency) and this CTA has not read these lines: L2 loads.
-  constexpr int kAgeLoads = 4;
   for (int32_t base = 0; base < hot; base += kCommitThreads * kAgeLoads) {  // uniform trip count
-    int32_t seen[kAgeLoads];
-#pragma unroll
-    for (int j = 0; j < kAgeLoads; ++j) {  // every load issued before any use
-      const int32_t i = base + j * kCommitThreads + tid;
-      seen[j] = i < hot ? __ldcg(ref + slot_at(i)) : epoch;
-    }
+    const RingAges pass = base == 0 ? first_pass : load_ring_ages(ref, epoch, cursor, hot, base);
+    const int32_t* seen = pass.seen;
 #pragma unroll
     for (int j = 0; j < kAgeLoads; ++j) {
       const int32_t i = base + j * kCommitThreads + tid;
@@ -229,11 +250,15 @@ __device__ __forceinline__ void oldest_victims(int32_t* ref, int32_t epoch, int3
     older += a > t ? 1u : 0u;
     at_t += a == t ? 1u : 0u;
   }
-  uint32_t total = 0;
-  const int32_t t_rank = static_cast<int32_t>(block_exclusive_sum(at_t, s_scan, total));
-  // The slots of age T taken are the first `need` in ring order: this run's first take_t of them.
+  // One scan of both counts, packed (older << 16 | at_t; a prefix is <= HOT < 2^16, so no carry): the
+  // slots of age T taken are the first `need` in ring order, so the runs before this one took
+  // min(need, t_rank) of them and this run takes the next take_t. (Two scans before: 3 barriers more.)
+  uint32_t packed_total = 0;
+  const uint32_t packed = block_exclusive_sum((older << 16) | at_t, s_scan, packed_total);
+  const int32_t t_rank = static_cast<int32_t>(packed & 0xFFFFu);
   const int32_t take_t = max(0, min(need - t_rank, static_cast<int32_t>(at_t)));
-  uint32_t out = block_exclusive_sum(older + static_cast<uint32_t>(take_t), s_scan, total);
+  uint32_t out = (packed >> 16) + static_cast<uint32_t>(min(need, t_rank));
+  const uint32_t total = (packed_total >> 16) + static_cast<uint32_t>(min(need, static_cast<int32_t>(packed_total & 0xFFFFu)));
   int32_t k = 0;
   for (int32_t i = lo; i < hi; ++i) {
     const int32_t a = s_age[i];
@@ -372,14 +397,15 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   }
   const int tid = static_cast<int>(threadIdx.x);
 
-  // Per-request state. Every thread reads the same words; they are written only in finalize.
+  // Per-request state. Every thread reads the same words; they are written only in finalize. The
+  // clock is read before the wait: the gather only reads it, so its round trip overlaps the poll's.
   int32_t* counters = p.counters + rid * 4;
-  wait_for_lookups<kPdl>(p, counters, &s_ready);
   const int32_t hot = p.hot;
   const int32_t cap = p.capacity;
   const int32_t epoch = next_epoch(p.clock[rid * 2]);
   int32_t cursor = p.clock[rid * 2 + 1] % hot;
   if (cursor < 0) cursor += hot;
+  wait_for_lookups<kPdl>(p, counters, &s_ready);
   const int32_t misses = min(max(counters[kCounterWork], 0), p.occurrences);
   const int32_t union_hits = min(max(counters[kCounterUnionHits], 0), hot);
   const int32_t flags = counters[kCounterFlags];
@@ -390,6 +416,9 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   const int32_t budget = union_mode ? 0 : (overflow ? max(0, hot - union_hits - mandatory_direct) : hot);
 
   int32_t* ref = p.ref_epochs + rid * hot;
+  // Phase B's first age pass, in flight with the counters above (used only when it takes the oldest
+  // slots; see load_ring_ages).
+  const RingAges first_ages = load_ring_ages(ref, epoch, cursor, hot <= kOldestLineHot ? hot : 0, 0);
   int32_t* scratch = p.scratch_locs + rid * cap;
   const int64_t m = static_cast<int64_t>(p.miss_mask) + 1;
   const int64_t* keys = p.miss_keys + rid * m;
@@ -463,7 +492,7 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   // Union mode: every miss needs a victim (rotate or, in overflow, direct): CTA-wide up to
   // kOldestLineHot, per miss (its CLOCK partition) above.
   const bool oldest = union_mode && hot <= kOldestLineHot;
-  if (oldest) oldest_victims(ref, epoch, cursor, hot, misses, s_age, s_victim, s_hist, s_scan, s_cut, load_first_key);
+  if (oldest) oldest_victims(ref, epoch, cursor, hot, misses, first_ages, s_age, s_victim, s_hist, s_scan, s_cut, load_first_key);
   if (!oldest) load_first_key();
   for (int32_t c = tid; c < misses && !oldest; c += kCommitThreads) {
     const int32_t mo = load_volatile32(order + c);
@@ -504,23 +533,23 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
     const int32_t token = static_cast<int32_t>(static_cast<uint32_t>(key));
     int32_t v = s_victim[c];
     if (!has_epoch(key, epoch)) v = kNoVictim;  // impossible: the gather wrote both
+    // Every word this miss reads, issued together, volatile so that the compiler cannot sink the slot
+    // table's two loads into the branches below (it did: scratch row, slot row, slot token and the
+    // erase were four round trips in a row; now the loads are one and the erase waits for nothing).
+    // The scratch row: the gather copied the data there; read before any rotation of c.
+    const int32_t scratch_row = c < cap ? load_volatile32(scratch + c) : -1;
+    const int32_t old_loc = v >= 0 ? load_volatile32(slot_locs + v) : -1;
+    const int32_t old_tok = v >= 0 ? load_volatile32(slot_tokens + v) : -1;
+    if (c >= cap) src = token < p.max_len ? p.host_cache_locs[rid * p.max_len + token] : -1;
     uint32_t row = kRowUnresolved;
-    int32_t scratch_row = -1;
-    if (c < cap) {
-      scratch_row = scratch[c];  // the gather copied the data here; read before any rotation of c
-      if (valid_row(scratch_row, p.device_rows)) row = static_cast<uint32_t>(scratch_row);
-    } else {
-      src = token < p.max_len ? p.host_cache_locs[rid * p.max_len + token] : -1;
-    }
+    if (c < cap && valid_row(scratch_row, p.device_rows)) row = static_cast<uint32_t>(scratch_row);
     if (v >= 0) {
       const bool rotate = c < cap;
-      const int32_t old_loc = slot_locs[v];
-      const int32_t old_tok = slot_tokens[v];
       const int32_t new_loc = rotate ? scratch_row : old_loc;
       if (valid_row(old_loc, p.device_rows) && valid_row(new_loc, p.device_rows) &&
           (rotate || valid_row(src, p.host_rows))) {
         slot_tokens[v] = token;
-        first_applied = first;
+        if (first) first_applied = true;
         if (rotate) {
           slot_locs[v] = new_loc;
           scratch[c] = old_loc;

@@ -110,10 +110,12 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is_i64, int64_
 }
 
 // Request slot of batch row b, or -1 for padding rows and out-of-range slots (both leave state alone).
+// Both loads are issued together (b < batch, so req_pool_indices[b] is in bounds for padding rows too):
+// one round trip before any per-request state, not two.
 __device__ __forceinline__ int64_t request_slot(const SwapMultiParams& p, int b) {
   const int32_t num_real = *p.num_real_reqs;
-  if (b >= num_real) return -1;
   const int64_t rid = load_index(p.req_pool_indices, p.index_i64 & 1u, b);
+  if (b >= num_real) return -1;
   return (rid >= 0 && rid < p.num_req_slots) ? rid : -1;
 }
 
