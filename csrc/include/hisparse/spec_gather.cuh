@@ -61,13 +61,15 @@ __device__ __forceinline__ int32_t aggregated_increment(int32_t* counter) {
 
 // Finds or claims `token` in the request's miss table (linear probing from miss_hash). The table
 // holds at most T live keys in M >= 2T positions, and keys are only added during a call, so the probe
-// ends within M positions.
+// ends within M positions. `first_key` is the key at the token's home position, loaded earlier (with
+// the hot lookup): it is only the first CAS's expectation or a word of this epoch, which never changes
+// during the call, so a stale value costs a failed CAS, never a wrong decision.
 __device__ __forceinline__ MissResult miss_claim(const SwapMultiParams& p, int64_t* keys, int64_t* vals, int32_t* order,
-                                                 int32_t* work_counter, int32_t epoch, int32_t token) {
+                                                 int32_t* work_counter, int32_t epoch, int32_t token, uint64_t first_key) {
   const uint64_t want = epoch_tag(epoch, static_cast<uint32_t>(token));
   uint32_t pos = miss_hash(token) & p.miss_mask;
   for (uint32_t probes = 0; probes <= p.miss_mask; ++probes) {
-    uint64_t cur = load_volatile(keys + pos);
+    uint64_t cur = probes == 0 ? first_key : load_volatile(keys + pos);
     if (!has_epoch(cur, epoch)) {  // free in this call (an older epoch, or never used)
       const uint64_t seen = atomicCAS(as_ull(keys + pos), cur, want);
       if (seen == cur) {
@@ -95,17 +97,36 @@ __device__ __forceinline__ MissResult miss_claim(const SwapMultiParams& p, int64
   return {MissKind::kNone, -1};
 }
 
+// An occurrence's inputs: its token and its step's seq_len. Independent of the request's state, so the
+// kernel loads round 0's before that state (one round trip fewer before the lookups).
+struct Occurrence {
+  int32_t token;
+  int64_t seq_len;
+};
+__device__ __forceinline__ Occurrence load_occurrence(const SwapMultiParams& p, int b, int occ) {
+  if (occ >= p.occurrences) return {-1, 0};
+  const int step = occ / p.top_k;
+  return {p.top_k_tokens[static_cast<int64_t>(b) * p.top_k_stride + occ],
+          load_index(p.seq_lens, (p.index_i64 >> 1) & 1u, static_cast<int64_t>(b) * p.steps + step)};
+}
+
 // Steps 1-3 above for one occurrence; a claimed miss with a scratch row joins the CTA's copy list.
 template <bool kRecordPlan>
 __device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotView& hv, int64_t rid, int b, int occ,
-                                           int32_t epoch, int32_t* counters, int32_t* out, int64_t* s_src,
+                                           Occurrence in, int32_t epoch, int32_t* counters, int32_t* out, int64_t* s_src,
                                            int32_t* s_dst, uint32_t* s_rows, int32_t* s_hits, int32_t* s_pending) {
-  const int step = occ / p.top_k;
-  const int32_t token = p.top_k_tokens[static_cast<int64_t>(b) * p.top_k_stride + occ];
-  const int64_t seq_len = load_index(p.seq_lens, (p.index_i64 >> 1) & 1u, static_cast<int64_t>(b) * p.steps + step);
+  const int32_t token = in.token;
+  const int64_t seq_len = in.seq_len;
   int32_t loc = kOutUnresolved;
   if (token >= 0 && token < seq_len) {
     const int32_t tail = token >= seq_len - p.page_size ? tail_lookup(hv, token) : -1;
+    // A miss's host row and its home word of the miss table, issued with the hot lookup's loads
+    // (volatile, so that the compiler cannot sink them into the miss branch): two round trips fewer
+    // on a miss's path, for two wasted 8-byte loads on a hit's.
+    const int64_t m = static_cast<int64_t>(p.miss_mask) + 1;
+    int64_t* keys = p.miss_keys + rid * m;
+    const int64_t src = token < p.max_len ? static_cast<int64_t>(load_volatile(p.host_cache_locs + rid * p.max_len + token)) : -1;
+    const uint64_t home_key = load_volatile(keys + (miss_hash(token) & p.miss_mask));
     if (tail >= 0) {
       loc = tail;
     } else {
@@ -115,11 +136,9 @@ __device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotVi
         // Distinct hit slots: the first exchange of a slot in this epoch sees an older value.
         if (atomicExch(p.ref_epochs + rid * p.hot + slot, epoch) != epoch) atomicAdd(s_hits, 1);
       } else {
-        const int64_t src = token < p.max_len ? p.host_cache_locs[rid * p.max_len + token] : -1;
         if (valid_row(src, p.host_rows)) {
-          const int64_t m = static_cast<int64_t>(p.miss_mask) + 1;
-          const MissResult r = miss_claim(p, p.miss_keys + rid * m, p.miss_vals + rid * m,
-                                          p.miss_order + rid * p.occurrences, counters + kCounterWork, epoch, token);
+          const MissResult r = miss_claim(p, keys, p.miss_vals + rid * m, p.miss_order + rid * p.occurrences,
+                                          counters + kCounterWork, epoch, token, home_key);
           if (r.kind == MissKind::kPending) {
             loc = kOutPending;
             *s_pending = 1;
@@ -171,6 +190,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) spec_gather_kernel(const
   const int rounds = (p.occurrences - tile + per_round - 1) / per_round;
   int32_t* out = p.out + static_cast<int64_t>(b) * p.out_stride;
 
+  Occurrence next = load_occurrence(p, b, tile + tiles * tid);  // round 0's, before the state
   const int64_t rid = request_slot(p, b);
   if (rid < 0) {  // padding row (or an out-of-range slot): defined outputs, no state touched
     for (int occ = tile + tiles * tid; occ < p.occurrences; occ += per_round) out[occ] = kOutUnresolved;
@@ -191,7 +211,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) spec_gather_kernel(const
     if (tid == 0) s_rows = 0;
     __syncthreads();  // s_rows reset (and, for r > 0, the previous round's copy done with s_src)
     const int occ = tile + tiles * (tid + kThreads * r);
-    if (occ < p.occurrences) gather_one<kRecordPlan>(p, hv, rid, b, occ, epoch, counters, out, s_src, s_dst, &s_rows, &s_hits, &s_pending);
+    const Occurrence in = next;
+    if (r + 1 < rounds) next = load_occurrence(p, b, occ + per_round);  // in flight across this round
+    if (occ < p.occurrences) gather_one<kRecordPlan>(p, hv, rid, b, occ, in, epoch, counters, out, s_src, s_dst, &s_rows, &s_hits, &s_pending);
     __syncthreads();
     if (r == rounds - 1) {
       if (tid == 0) {
@@ -202,11 +224,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) spec_gather_kernel(const
         // pattern of cooperative groups' grid sync). The commit starts on the count.
         __threadfence();
         atomicAdd(counters + kCounterFlags, kFlagLookupsOne);
+        // This CTA past its lookups: once every CTA is, the commit may be scheduled. It waits for the
+        // counts of its request, not for our copies, which it never reads (rows land in scratch rows
+        // it only renames). Only this thread triggers, after its count (the first trigger of a CTA is
+        // the one that counts, PTX griddepcontrol), so the other threads start the copy at once instead
+        // of waiting at a barrier for this thread's fence.
+        pdl_launch_dependents<kPdl>();
       }
-      __syncthreads();  // the count is issued before any thread of this CTA lets the commit launch
-      // Every CTA past its lookups: the commit may be scheduled. It waits for the counts of its
-      // request, not for our copies, which it never reads (rows land in scratch rows it only renames).
-      pdl_launch_dependents<kPdl>();
     }
     block_copy_rows<kThreads, kGatherInFlight>(p.host_cache, p.device_buffer, p.item_size_bytes, s_src, s_dst, s_rows);
     if (r + 1 < rounds) __syncthreads();
