@@ -40,11 +40,20 @@ def _worker_main(conn: Any, backend_name: str) -> None:
     ``fn(backend, **kwargs) -> (picklable result, text)``; ``text`` naming a CUDA fault, or a sticky CUDA
     error after the job, makes the worker report it and exit (its context is unusable), so the parent
     starts a fresh one for the next job."""
+    import signal  # noqa: PLC0415
+
     from hisparse.bench.backends import get_backend  # noqa: PLC0415
 
+    # Ctrl-C reaches the whole process group: the parent owns the interruption (it keeps the finished
+    # cases and closes this worker), so the worker ignores it instead of dying with a traceback of its
+    # own in the middle of the parent's "Interrupted." message.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     backend = get_backend(backend_name)
     while True:
-        msg = conn.recv()
+        try:
+            msg = conn.recv()
+        except EOFError:  # the parent is gone (it closed its end, or died)
+            return
         if msg is None:
             return
         fn_path, kwargs = msg

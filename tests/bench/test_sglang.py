@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -491,6 +493,21 @@ def test_isolated_runner_records_a_dead_worker_and_goes_on():
     assert results[0].params["pid"] != results[2].params["pid"]  # a fresh worker after the death
     assert results[0].params["pid"] != os.getpid()
     assert faults == [(cases[1].case_id, "died (exit code 3)")]
+
+
+def test_worker_survives_the_interrupt_its_parent_handles():
+    # Ctrl-C goes to the whole process group; the sweep (the parent) turns it into "Interrupted." and
+    # keeps its cases, so the worker must neither die nor print a traceback of its own.
+    run_path = f"{fake_run.__module__}:fake_run"
+    with isolate.IsolatedRunner("reference", run_path=run_path, timeout_s=240) as runner:
+        first = runner(_case("sglang_multi_step", batch=1), None, floors=PinnedBandwidth(None))
+        os.kill(runner.worker._proc.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert runner.worker._proc.is_alive()
+        second = runner(_case("sglang_multi_step", batch=2), None, floors=PinnedBandwidth(None))
+        assert runner.faults == []
+    assert first.status == second.status == "ok"
+    assert first.params["pid"] == second.params["pid"]  # the same worker answered after the signal
 
 
 def test_isolated_runner_runs_our_cases_in_this_process():
