@@ -138,6 +138,9 @@ def test_gitignore_hides_local_runs_but_not_the_committed_history():
 
     assert ignored("results/local/20261201-000000_abc_cpu-small.json")
     assert not ignored("results/runs/20261201-000000_abc_default.json")
+    # a run's plots are drawn from its file (`hisparse-bench plot`): not committed beside it
+    assert ignored("results/runs/20261201-000000_abc_default/latency_vs_batch.png")
+    assert not ignored("results/probes/some-probe/figure.png")
 
 
 def test_reference_table_prints_no_floor_ratios_or_bandwidth(two, tmp_path):
