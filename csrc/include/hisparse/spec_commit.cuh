@@ -172,31 +172,15 @@ __device__ __forceinline__ int32_t age_of(int32_t seen, int32_t epoch) {
   return min(epoch_age(seen, epoch), kAgeBuckets - 1);
 }
 
-// Union mode (§3.7.4): the `misses` unprotected slots of largest age (clamped at kAgeBuckets - 1), ties
-// in ring order from the cursor, handed to misses 0, 1, ... in ring order (reference
-// clock.oldest_victims): a call-granular exact LRU. One CTA owns the request, so no claim can race
-// and ref is written plainly.
-// One coalesced pass over ref puts each ring position's age in shared memory (int8, ring order from
-// the cursor) and builds the age histogram (warp-aggregated: most slots share a few ages); the
-// threshold age T and how many slots of age T are needed follow. Then each thread owns a contiguous
-// run of ring positions, so thread order is ring order: one pass over shared memory counts each run's
-// slots older than T and of age T, two block sums rank them, and a last pass claims them.
-// Why not upstream's partitioned CLOCK: each miss saw only its residue class (~HOT / misses slots),
-// which on `serving` copied 5-6% more rows per call (results/probes/victim-policy-cpu-20261201/).
-// Why shared memory: the first version re-read ref in every pass, in thread-contiguous runs (32
-// sectors per warp load) and volatile (one load in flight): +1.1 us at batch 1 and +11 us at hot
-// 16384 batch 8 on the H200 (run-oldest.sh, 2026-12-01).
-// `after_ages` runs in every thread once its age loads are consumed (the commit issues its next
-// prefetch there, so that the round trip overlaps the rest of the selection).
-// The first pass's loads come from the caller (RingAges, issued with the request's counters).
 constexpr int kAgeLoads = 4;  // ref words per thread per pass, all in flight together
 
 static_assert(kOldestLineHot < (1 << 16), "oldest_victims packs two per-run counts of <= HOT into 16 bits each");
 
 // Thread tid's ref words of ring positions j * kCommitThreads + tid, j < kAgeLoads, from `cursor`
-// (positions >= hot read as `epoch`, i.e. protected). Loaded as soon as the gather's marks are
-// complete, with the request's counters, before the commit knows whether it takes the oldest slots:
-// the loads are only reads, and their round trip then overlaps the counters' instead of following it.
+// (positions >= hot read as `epoch_hint`, i.e. protected; hot = 0 loads nothing). Loaded as soon as
+// the gather's marks are complete, with the request's counters, before the commit knows whether it
+// takes the oldest slots: the loads are only reads, and their round trip then overlaps the counters'
+// instead of following it.
 struct RingAges {
   int32_t seen[kAgeLoads];
 };
@@ -215,6 +199,24 @@ __device__ __forceinline__ RingAges load_ring_ages(const int32_t* ref, int32_t e
   return a;
 }
 
+// Union mode (§3.7.4): the `misses` unprotected slots of largest age (clamped at kAgeBuckets - 1), ties
+// in ring order from the cursor, handed to misses 0, 1, ... in ring order (reference
+// clock.oldest_victims): a call-granular exact LRU. One CTA owns the request, so no claim can race
+// and ref is written plainly.
+// One coalesced pass over ref puts each ring position's age in shared memory (int8, ring order from
+// the cursor) and builds the age histogram (warp-aggregated: most slots share a few ages); the
+// threshold age T and how many slots of age T are needed follow. Then each thread owns a contiguous
+// run of ring positions, so thread order is ring order: one pass over shared memory counts each run's
+// slots older than T and of age T, one block scan of both counts (packed) ranks them, and a last pass
+// claims them.
+// Why not upstream's partitioned CLOCK: each miss saw only its residue class (~HOT / misses slots),
+// which on `serving` copied 5-6% more rows per call (results/probes/victim-policy-cpu-20261201/).
+// Why shared memory: the first version re-read ref in every pass, in thread-contiguous runs (32
+// sectors per warp load) and volatile (one load in flight): +1.1 us at batch 1 and +11 us at hot
+// 16384 batch 8 on the H200 (run-oldest.sh, 2026-12-01).
+// `after_ages` runs in every thread once its age loads are consumed (the commit issues its next
+// prefetch there, so that the round trip overlaps the rest of the selection).
+// The first pass's loads come from the caller (RingAges, issued with the request's counters).
 template <typename AfterAges>
 __device__ __forceinline__ void oldest_victims(int32_t* ref, int32_t epoch, int32_t cursor, int32_t hot, int32_t misses,
                                                const RingAges& first_pass, int8_t* s_age, int16_t* s_victim,

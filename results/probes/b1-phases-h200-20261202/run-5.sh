@@ -21,7 +21,7 @@ for rep in a b; do
     echo "run $side $rep rc=$? $((SECONDS-t0))s"; labels+="$side-$rep,"; files+=" $L/$side-$rep.json"; pk
   done
 done
-python3 $D/table.py --labels ${labels%,} $files > $L/table.txt 2>&1; pk
+python3 results/probes/b1-chain-h200-20261202/table.py --labels ${labels%,} $files > $L/table.txt 2>&1; pk
 cat $L/table.txt
 inv tC python3 -m pytest -q -x -m gpu -p no:cacheprovider tests/kernels/test_swap_multi_gpu.py > $L/tests-tC.txt 2>&1
 echo "tests tC rc=$? $(tail -1 $L/tests-tC.txt) $((SECONDS-t0))s"; pk

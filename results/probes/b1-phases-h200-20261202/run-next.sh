@@ -39,7 +39,7 @@ for rep in a b; do
     echo "run $side $rep rc=$? $((SECONDS-t0))s"; labels+="$side-$rep,"; files+=" $L/$side-$rep.json"; pk
   done
 done
-python3 $D/table.py --labels ${labels%,} $files > $L/table.txt 2>&1; pk
+python3 results/probes/b1-chain-h200-20261202/table.py --labels ${labels%,} $files > $L/table.txt 2>&1; pk
 for side in head tCD; do
   inv $side timeout 100 python3 scripts/probe_replay_modes.py --kernels $L/kernels-$side multi_step/serving/b1/s4/k2048/h4096/i576/pdl1 \
       > $L/kernels-$side.txt 2>&1; echo "kernels $side rc=$? $((SECONDS-t0))s"; pk
