@@ -5,7 +5,7 @@
 # barrier) per class, printed every 8th call for tiles 0 and last of request 0, on ../b1-chain-h200-20261202/
 # probe-p5.yaml (serving b1 / b8 / b64, upstream b1); (3) the cases of configs/default.yaml that the sixteenth
 # session's run of these kernels left out (`upstream`, `distinct`: its run file has the 47 `serving` cases), cut
-# (SIGINT: finished cases kept) at 430 s into the call.  usage: OUT=... bash run-2.sh   (carry .whl; <= 440 s)
+# (SIGINT: finished cases kept) at CUT s into the call (default 430).  usage: OUT=... [CUT=S] bash run-2.sh   (carry .whl)
 set -uo pipefail
 source scripts/gpu_node_setup.sh
 ROOT=$PWD; D=results/probes/b1-lookups-h200-20261202; I=results/probes/item-bytes-h200-20261202
@@ -24,7 +24,7 @@ wait
 echo "gclk rc=$? $(grep -c 'PROBE gclk' $L/run-gclk.txt) lines $((SECONDS-t0))s"; pk
 python3 $D/gclk.py $L/run-gclk.txt > $L/gclk-medians.txt 2>&1; pk
 mkdir -p $L/runs
-timeout -s INT $((430 - (SECONDS - t0))) python3 -m hisparse run default --filter workload=upstream,distinct --no-plots \
+timeout -s INT $((${CUT:-430} - (SECONDS - t0))) python3 -m hisparse run default --filter workload=upstream,distinct --no-plots \
   --out $L/runs > $L/default-rest.log 2>&1
 echo "default (upstream, distinct) rc=$? $(ls $L/runs) $((SECONDS-t0))s"; pk
 cat $L/items.txt; cat $L/gclk-medians.txt; grep -E '^\[[0-9]+/' $L/default-rest.log | tail -3
