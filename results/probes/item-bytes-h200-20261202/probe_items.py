@@ -3,17 +3,18 @@
     python3 probe_items.py [--mib 28.8] [--pool-gib 3] [--reps 20]
 
 For each item size S it gathers the same payload (--mib of rows) host -> device with the project's bare
-gather (`gather_floor`, one CTA per SM, rows in host-address order) from one pinned pool of --pool-gib,
-with rows laid out three ways:
+gather (`gather_floor`, one CTA per SM, rows in host-address order) from one pinned pool of --pool-gib
+(the committed items.txt: 2), with rows laid out three ways:
   consecutive   rows base, base + 1, ... (a contiguous run of the pool);
   stride17      every 17th row from a random base (scattered, sorted: rows never share a block, and the
                 offsets of rows that are not multiples of 64 B cycle through every alignment);
   region        random rows of a window 16x the payload, sorted by address (serving-like scatter).
 The model it tests: zero-copy reads reach the host as requests for whole aligned blocks of B bytes, so
-a row costs the blocks it touches, not its bytes. A row of S bytes at byte offset r * S touches
-ceil over its span; `blocks64` and `sectors32` print the mean blocks of 64 B and sectors of 32 B per
-row of the layout, and `x64` / `x32` the bytes they read per payload byte relative to a 576 B
-row (9 blocks of 64 B, 18 sectors of 32 B: both exactly its bytes). Measured per byte relative to 576 B
+a row costs the blocks it touches, not its bytes. `blocks64` and `sectors32` print the mean aligned
+64 B blocks and 32 B sectors that the span [r * S, r * S + S) of a row of the layout touches, and
+`x64` / `x32` the bytes they read per payload byte relative to a 576 B row (9 blocks of 64 B, 18
+sectors of 32 B: both exactly its bytes). Counted per row: right for the scattered layouts; consecutive
+rows share their end blocks, so there the counts overstate what is read. Measured per byte relative to 576 B
 (`rel`) next to them says which granularity the link pays for. CUDA events around each gather, median
 of --reps after one warm-up; every gather's destination checked once against the host rows.
 """
