@@ -473,7 +473,7 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
       if (token < 0 || token >= seq_len) continue;
       // Same classification as the gather (the slot table is unchanged until phase D).
       if (token >= seq_len - p.page_size && tail_lookup(hv, token) >= 0) continue;
-      const int32_t slot = hot_lookup(hv, token);
+      const int32_t slot = hot_find(hv, token).slot;
       if (slot >= 0) {
         ref[slot] = epoch;
         continue;

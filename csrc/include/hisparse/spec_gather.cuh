@@ -9,7 +9,7 @@
 //
 // Per occurrence (step s = occ / K, token t, seq_len = seq_lens[b*S + s]), only 0 <= t < seq_len:
 //   1. tail: t >= seq_len - page_size and an extra-page slot holds t with a row >= 0 -> that row;
-//   2. hot: hot_lookup (identity, cuckoo, linear scan if degraded) -> device_buffer_locs[slot];
+//   2. hot: hot_find (identity, cuckoo, linear scan if degraded) -> device_buffer_locs[slot];
 //      the slot's ref is exchanged to the epoch; a changed ref counts one distinct union hit;
 //   3. miss with a host row in [0, host_rows): dedup across steps in the epoch-tagged miss table.
 //      The claimer of a token takes u = work counter++, records miss_order[u] = table position,
@@ -63,15 +63,18 @@ __device__ __forceinline__ int32_t aggregated_increment(int32_t* counter) {
 // holds at most T live keys in M >= 2T positions, and keys are only added during a call, so the probe
 // ends within M positions. `first_key` is the key at the token's home position, loaded earlier (with
 // the hot lookup): it is only the first CAS's expectation or a word of this epoch, which never changes
-// during the call, so a stale value costs a failed CAS, never a wrong decision.
+// during the call, so a stale value costs a failed CAS, never a wrong decision. `first_cas`: the caller
+// has already issued the first CAS (expecting first_key, which is then of an older epoch) and passes
+// what it returned as `first_seen`.
 __device__ __forceinline__ MissResult miss_claim(const SwapMultiParams& p, int64_t* keys, int64_t* vals, int32_t* order,
-                                                 int32_t* work_counter, int32_t epoch, int32_t token, uint64_t first_key) {
+                                                 int32_t* work_counter, int32_t epoch, int32_t token, uint64_t first_key,
+                                                 bool first_cas, uint64_t first_seen) {
   const uint64_t want = epoch_tag(epoch, static_cast<uint32_t>(token));
   uint32_t pos = miss_hash(token) & p.miss_mask;
   for (uint32_t probes = 0; probes <= p.miss_mask; ++probes) {
     uint64_t cur = probes == 0 ? first_key : load_volatile(keys + pos);
     if (!has_epoch(cur, epoch)) {  // free in this call (an older epoch, or never used)
-      const uint64_t seen = atomicCAS(as_ull(keys + pos), cur, want);
+      const uint64_t seen = probes == 0 && first_cas ? first_seen : atomicCAS(as_ull(keys + pos), cur, want);
       if (seen == cur) {
         const int32_t u = aggregated_increment(work_counter);
         if (u >= p.occurrences) return {MissKind::kNone, -1};  // impossible: <= T distinct tokens
@@ -130,15 +133,26 @@ __device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotVi
     if (tail >= 0) {
       loc = tail;
     } else {
-      const int32_t slot = hot_lookup(hv, token);
-      if (slot >= 0) {
-        loc = hv.locs[slot];
+      const HotHit hit = hot_find(hv, token);
+      const bool is_miss = hit.slot < 0 && valid_row(src, p.host_rows);
+      // A hit's ref exchange and a miss's first claim CAS are issued before either result is used, so
+      // the warp waits for both at once: as two branches (hit, then miss) a warp with lanes of both
+      // kinds paid the hit branch's round trips before the miss branch issued its CAS (per-lane clocks,
+      // results/probes/b1-lookups-h200-20261202/).
+      int32_t seen_ref = epoch;
+      if (hit.slot >= 0) seen_ref = atomicExch(p.ref_epochs + rid * p.hot + hit.slot, epoch);
+      const uint64_t want = epoch_tag(epoch, static_cast<uint32_t>(token));
+      const bool first_cas = is_miss && !has_epoch(home_key, epoch);
+      uint64_t first_seen = 0;
+      if (first_cas) first_seen = atomicCAS(as_ull(keys + (miss_hash(token) & p.miss_mask)), home_key, want);
+      if (hit.slot >= 0) {
+        loc = hit.loc;
         // Distinct hit slots: the first exchange of a slot in this epoch sees an older value.
-        if (atomicExch(p.ref_epochs + rid * p.hot + slot, epoch) != epoch) atomicAdd(s_hits, 1);
+        if (seen_ref != epoch) atomicAdd(s_hits, 1);
       } else {
-        if (valid_row(src, p.host_rows)) {
+        if (is_miss) {
           const MissResult r = miss_claim(p, keys, p.miss_vals + rid * m, p.miss_order + rid * p.occurrences,
-                                          counters + kCounterWork, epoch, token, home_key);
+                                          counters + kCounterWork, epoch, token, home_key, first_cas, first_seen);
           if (r.kind == MissKind::kPending) {
             loc = kOutPending;
             *s_pending = 1;
