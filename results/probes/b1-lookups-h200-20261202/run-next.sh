@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in the seventeenth session after its device time was spent, NOT RUN: the next step on the gather's
+# Prepared in the seventeenth session after its device time was spent, run in the eighteenth session (next/; tH landed as e5be9c0): the next step on the gather's
 # path at `serving` b1, from the per-lane clocks (README.md, call 3). There a warp holding both hit and miss
 # lanes ran the hit branch's round trips (its row, its ref exchange: ~1200 cycles) before the miss branch
 # issued its claim CAS, so a claimed miss ended ~3500 cycles after its hit/miss decision.
