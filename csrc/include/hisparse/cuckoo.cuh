@@ -58,8 +58,8 @@ struct HotHit {
 // the token. The three first loads are independent and issued together. Each candidate slot's row is
 // loaded with the token check that confirms the slot (the identity slot's with the identity test, a
 // bank entry's with its slot's token), not after it: a hit is one round trip shorter, for a wasted
-// 4-byte L2 read per candidate that is not the token's. The commit's callers that only need the slot
-// leave the row unused (the compiler drops those loads).
+// 4-byte L2 read per candidate that is not the token's. The commit's union pass needs only the slot and
+// leaves the row unused (plain loads whose result is unused, which the compiler may drop).
 __device__ __forceinline__ HotHit hot_find(const HotView& v, int32_t token) {
   const bool ident_possible = token < v.hot;
   const int32_t ident = ident_possible ? v.tokens[token] : -1;

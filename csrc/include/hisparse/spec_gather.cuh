@@ -136,9 +136,9 @@ __device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotVi
       const HotHit hit = hot_find(hv, token);
       const bool is_miss = hit.slot < 0 && valid_row(src, p.host_rows);
       // A hit's ref exchange and a miss's first claim CAS are issued before either result is used, so
-      // the warp waits for both at once: as two branches (hit, then miss) a warp with lanes of both
-      // kinds paid the hit branch's round trips before the miss branch issued its CAS (per-lane clocks,
-      // results/probes/b1-lookups-h200-20261202/).
+      // a warp with lanes of both kinds waits for both at once, not for the hit branch's atomic before
+      // the miss branch issues its CAS. Measured: both paths of a b1 call 0.2 us shorter (docs/perf-notes.md,
+      // eighteenth session; results/probes/b1-lookups-h200-20261202/).
       int32_t seen_ref = epoch;
       if (hit.slot >= 0) seen_ref = atomicExch(p.ref_epochs + rid * p.hot + hit.slot, epoch);
       const uint64_t want = epoch_tag(epoch, static_cast<uint32_t>(token));
