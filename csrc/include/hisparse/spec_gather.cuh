@@ -63,18 +63,18 @@ __device__ __forceinline__ int32_t aggregated_increment(int32_t* counter) {
 // holds at most T live keys in M >= 2T positions, and keys are only added during a call, so the probe
 // ends within M positions. `first_key` is the key at the token's home position, loaded earlier (with
 // the hot lookup): it is only the first CAS's expectation or a word of this epoch, which never changes
-// during the call, so a stale value costs a failed CAS, never a wrong decision. `first_cas`: the caller
-// has already issued the first CAS (expecting first_key, which is then of an older epoch) and passes
-// what it returned as `first_seen`.
+// during the call, so a stale value costs a failed CAS, never a wrong decision. When first_key is of an
+// older epoch the caller has already issued the first CAS (expecting first_key) and passes what it
+// returned as `first_seen`.
 __device__ __forceinline__ MissResult miss_claim(const SwapMultiParams& p, int64_t* keys, int64_t* vals, int32_t* order,
                                                  int32_t* work_counter, int32_t epoch, int32_t token, uint64_t first_key,
-                                                 bool first_cas, uint64_t first_seen) {
+                                                 uint64_t first_seen) {
   const uint64_t want = epoch_tag(epoch, static_cast<uint32_t>(token));
   uint32_t pos = miss_hash(token) & p.miss_mask;
   for (uint32_t probes = 0; probes <= p.miss_mask; ++probes) {
     uint64_t cur = probes == 0 ? first_key : load_volatile(keys + pos);
     if (!has_epoch(cur, epoch)) {  // free in this call (an older epoch, or never used)
-      const uint64_t seen = probes == 0 && first_cas ? first_seen : atomicCAS(as_ull(keys + pos), cur, want);
+      const uint64_t seen = probes == 0 ? first_seen : atomicCAS(as_ull(keys + pos), cur, want);
       if (seen == cur) {
         const int32_t u = aggregated_increment(work_counter);
         if (u >= p.occurrences) return {MissKind::kNone, -1};  // impossible: <= T distinct tokens
@@ -152,7 +152,7 @@ __device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotVi
       } else {
         if (is_miss) {
           const MissResult r = miss_claim(p, keys, p.miss_vals + rid * m, p.miss_order + rid * p.occurrences,
-                                          counters + kCounterWork, epoch, token, home_key, first_cas, first_seen);
+                                          counters + kCounterWork, epoch, token, home_key, first_seen);
           if (r.kind == MissKind::kPending) {
             loc = kOutPending;
             *s_pending = 1;
