@@ -7,7 +7,8 @@
 # off shows it), `upstream` / `distinct` b1 -2%, `serving` b1 unchanged (its gather path ends with the
 # commit), b8-b64 unchanged. Land it if so (after the tests and the sanitizer below pass).
 # The working tree must carry pV (git apply); `head` is the tree with it reversed.
-# usage: git apply results/probes/b1-found-h200-20261203/pV-vals-when-read.patch && OUT=... bash run-next.sh   (carry .whl; ~300 s)
+# usage: git apply results/probes/b1-found-h200-20261203/pV-vals-when-read.patch && OUT=... bash run-next.sh   (carry .whl; ~320 s on a fresh machine). If it lands, validate the
+# landed tree in full (results/probes/landed-h200-20261202/run.sh PART=1: all GPU tests, sanitizer, stress).
 set -uo pipefail
 D=results/probes/b1-found-h200-20261203
 P=results/probes/b1-phases-h200-20261202
@@ -34,9 +35,10 @@ for rep in ${REPS:-a b}; do
 done
 python3 results/probes/b1-chain-h200-20261202/table.py --labels ${labels%,} $files > $L/table.txt 2>&1; pk
 for side in head tV; do
-  for c in b1 b1p0; do
-    inv $side timeout 60 python3 scripts/probe_replay_modes.py --kernels $L/kernels-$side multi_step/serving/b1/s4/k2048/h4096/i576/$([ $c = b1 ] && echo pdl1 || echo pdl0) \
-        > $L/kernels-$side-$c.txt 2>&1; echo "kernels $side $c rc=$? $((SECONDS-t0))s"; rm -rf $L/kernels-$side; pk
+  for c in serving/b1/s4/k2048/h4096/i576/pdl1 serving/b1/s4/k2048/h4096/i576/pdl0 upstream/b1/s4/k2048/h4096/i576/pdl1; do
+    n=$(echo $c | cut -d/ -f1)-$(basename $c)
+    inv $side timeout 60 python3 scripts/probe_replay_modes.py --kernels $L/kernels-$side multi_step/$c \
+        > $L/kernels-$side-$n.txt 2>&1; echo "kernels $side $n rc=$? $((SECONDS-t0))s"; rm -rf $L/kernels-$side; pk
   done
 done
 cat $L/table.txt
