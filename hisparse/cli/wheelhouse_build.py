@@ -315,7 +315,10 @@ def build(dest: Path, python_version: str = DEFAULT_PYTHON_VERSION,
                 shutil.rmtree(p, ignore_errors=True)
         if proc.returncode != 0:
             failures.append(f"pip wheel of {root} failed (needs setuptools>=70.1 or `wheel` in this "
-                            f"environment: --no-build-isolation):\n{_tail(proc)}")
+                            f"environment: --no-build-isolation). Install one of them, or leave this tree's "
+                            f"wheel out with --no-self: a node that runs from a checkout "
+                            f"(scripts/gpu_node_setup.sh puts the tree on PYTHONPATH) needs only the "
+                            f"others.\n{_tail(proc)}")
     if failures:
         raise WheelhouseError("\n\n".join(failures))
     conflicts = _conflicts(dest)

@@ -166,6 +166,8 @@ def fake_pip(monkeypatch):
             dest = Path(cmd[cmd.index("-d") + 1])
             (dest / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"PK")
         elif verb == "wheel":
+            if "wheel" in fail:  # the tree's own wheel
+                return subprocess.CompletedProcess(cmd, 1, "", fail["wheel"])
             (Path(cmd[cmd.index("-w") + 1]) / "hisparse_bench-0.1.0-py3-none-any.whl").write_bytes(b"PK")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
@@ -297,6 +299,19 @@ def test_pip_failure_is_reported_and_no_install_sh(fake_pip, tmp_path):
     assert result.exit_code == 1
     assert "pip download asv==" in result.output and "No matching distribution" in result.output
     assert "pip matches --platform tags exactly" in result.output
+    assert not (dest / "install.sh").exists()
+
+
+def test_self_wheel_failure_names_the_way_out_and_no_install_sh(fake_pip, tmp_path):
+    # A fresh machine's python3 without setuptools >= 70.1 or `wheel` (seen 2026-12-03): the pinned
+    # wheels still download, the error names the cause and --no-self, and no install.sh half-describes it.
+    fake_pip.fail["wheel"] = "error: invalid command 'bdist_wheel'"
+    dest = tmp_path / "wh"
+    result = CliRunner().invoke(main, ["wheelhouse", str(dest)])
+    assert result.exit_code == 1
+    assert "invalid command 'bdist_wheel'" in result.output and "needs setuptools>=70.1" in result.output
+    assert "--no-self" in result.output
+    assert len(list(dest.glob("*.whl"))) == len(_downloads(fake_pip)) > 0
     assert not (dest / "install.sh").exists()
 
 
