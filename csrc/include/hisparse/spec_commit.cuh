@@ -26,8 +26,8 @@
 //      upstream's per-thread probe could loop over all of HOT with a global load per step.
 //   D  apply: rotate (slot takes the scratch row that already holds the data, scratch takes the
 //      slot's old row: no copy) or direct (slot keeps its row, host -> row copy now, warp-batched);
-//      erase the old token's cuckoo entry; miss_vals[pos] = epoch | row valid for the rest of the
-//      call; plan entries of u >= C.
+//      erase the old token's cuckoo entry; miss_vals[pos] = epoch | row, valid for the rest of the
+//      call, when phase G will read it (overflow or a pending output); plan entries of u >= C.
 //   E  cuckoo inserts of the new tokens (after every erase).
 //   F  if the index was degraded or an insert dropped an entry: rebuild it from the slot table.
 //   G  outputs left at -2 by the gather (overflow misses, spin timeouts) <- miss_vals.
@@ -526,6 +526,9 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   // ---- D: apply (rotation / direct), erase, miss_vals = row, plan of u >= C ---------------------
   // Direct misses are listed in s_needy (free after phase C) and copied in phase D2.
   bool first_applied = false;  // phase D set slot_tokens[s_victim[tid]] to first_key's token
+  // miss_vals = row only for phase G, which runs on overflow or a pending output: each store here costs
+  // the warp ~one round trip (results/probes/b1-found-h200-20261203/, call 3).
+  const bool rows_read = overflow || (flags & kFlagPending) != 0;
   for (int32_t c = tid; c < misses; c += kCommitThreads) {
     const bool first = c == tid;
     int64_t src = -1;
@@ -564,7 +567,7 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
         s_victim[c] = kNoVictim;  // claimed (ref stays epoch, as the reference) but not applied
       }
     }
-    vals[pos] = static_cast<int64_t>(epoch_tag(epoch, row));
+    if (rows_read) vals[pos] = static_cast<int64_t>(epoch_tag(epoch, row));
     if (kRecordPlan && c >= cap) {
       p.miss_src[static_cast<int64_t>(b) * p.plan_stride_src + c] = src;
       p.miss_dst[static_cast<int64_t>(b) * p.plan_stride_dst + c] = static_cast<int32_t>(row);  // -1 if none
