@@ -3,7 +3,9 @@
     python scripts/h200_tables.py default RUN_A.json RUN_B.json
         configs/default.yaml run A and its re-run B: per workload the batch 1..64 grid (4 steps, top-k
         2048, hot 4096, 576 B), and the batch-64 `distinct` slice over steps x item size x
-        hot_buffer_size. Figures are A's; "re-run" = median B / median A - 1.
+        hot_buffer_size. Figures are A's; "re-run" = median B / median A - 1. A run of part of the
+        config (--filter, or a config run in several files) gives the rows it has; a missing case
+        leaves its row or its table out, and a case missing from B reads "-".
     python scripts/h200_tables.py shared RUN.json
         configs/shared-layers.yaml: multi_step_planned against lru_sequential_planned per batch."""
 from __future__ import annotations
@@ -49,12 +51,14 @@ def grid_table(A, B, workload: str) -> str:
         lru_b = find(B, implementation="lru_sequential", **key)
         on_b = find(B, implementation="multi_step", pdl=True, **key)
         off_b = find(B, implementation="multi_step", pdl=False, **key)
+        if lru is None or on is None:
+            continue
         rows.append(
             f"| {batch} | {fmt(lru.median_us)} | {fmt(on.median_us)} | {fmt(off and off.median_us)} | "
             f"{lru.median_us / on.median_us:.2f}x | {fmt(on.derived['over_pcie_floor'], '.2f')} | "
             f"{fmt(on.derived['over_gather_floor'], '.2f')} | {fmt(lru.derived['over_gather_floor'], '.2f')} | "
             f"{fmt(on.floor['gather_floor_us'])} | {rerun(lru, lru_b)}, {rerun(on, on_b)}, {rerun(off, off_b)} |")
-    return "\n".join([head, *rows])
+    return "\n".join([head, *rows]) if rows else ""
 
 
 def slice_table(A, B) -> str:
@@ -76,7 +80,7 @@ def slice_table(A, B) -> str:
                             f"{fmt(on.derived['over_gather_floor'], '.2f')} | "
                             f"{rerun(lru, find(B, implementation='lru_sequential', **key))}, "
                             f"{rerun(on, find(B, implementation='multi_step', pdl=True, **key))} |")
-    return "\n".join([head, *rows])
+    return "\n".join([head, *rows]) if rows else ""
 
 
 def shared_table(R) -> str:
@@ -99,9 +103,13 @@ def shared_table(R) -> str:
 def main(argv: list[str]) -> None:
     if len(argv) == 3 and argv[0] == "default":
         A, B = index(load_run(argv[1])), index(load_run(argv[2]))
-        for workload in ("upstream", "distinct"):
-            print(f"#### `{workload}`\n\n{grid_table(A, B, workload)}\n")
-        print(f"#### Batch 64, `distinct`: steps x hot_buffer_size x item size (PDL on)\n\n{slice_table(A, B)}")
+        for workload in ("serving", "upstream", "distinct"):
+            table = grid_table(A, B, workload)
+            if table:
+                print(f"#### `{workload}`\n\n{table}\n")
+        table = slice_table(A, B)
+        if table:
+            print(f"#### Batch 64, `distinct`: steps x hot_buffer_size x item size (PDL on)\n\n{table}")
     elif len(argv) == 2 and argv[0] == "shared":
         print(shared_table(index(load_run(argv[1]))))
     else:
