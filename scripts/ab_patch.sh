@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A/B of one kernel patch in one device call: the working tree carries the patch (the tree under test),
+# a copy with the patch reversed is the head; both are built, the tree's GPU tests and compute-sanitizer
+# run, the two alternate on one config REPS times, a table of ratios of bests closes, and the CUPTI split
+# of the given cases (scripts/probe_replay_modes.py --kernels) follows for each tree. Every step logs to
+# its own file and the logs are packed into $OUT/ab.tgz after each step, so a call stopped at its time
+# limit still returns what finished. The last lines printed are the table and the CUPTI medians.
+#
+# usage: git apply PATCH && OUT=... bash scripts/ab_patch.sh PATCH CONFIG [CASE_ID ...]
+#   PATCH    the patch the working tree carries (reversed on the copy to rebuild the head)
+#   CONFIG   the A/B's config (a path; both trees run this one file)
+#   CASE_ID  cases of configs/default.yaml for the CUPTI split (GPU only), e.g.
+#            multi_step/serving/b1/s4/k2048/h4096/i576/pdl1
+# env: TREE=tree (the label of the patched tree), REPS="a b" (one alternation per word),
+#      TESTS="tests/kernels/test_swap_multi_gpu.py tests/kernels/test_copy_planned_gpu.py" (pytest -m gpu
+#      files run on the tree; empty: none), SANITIZE=1 (0: skip compute-sanitizer),
+#      RUN_ARGS="--no-plots" (more options of `hisparse run`, e.g. --backend reference for a CPU dry run),
+#      BUILD=1 (0: no `hisparse build` first; the runs then build what they need, one case at a time).
+# Carry .whl (scripts/gpu_node_setup.sh installs it). Replaces the near-copies that each probe folder's
+# run scripts were (results/probes/*/run*.sh, kept as the records of what ran).
+set -uo pipefail
+[ $# -ge 2 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
+ROOT=$PWD
+PATCH=$(realpath "$1"); CONFIG=$(realpath "$2"); shift 2
+CASES=("$@")
+TREE=${TREE:-tree}; REPS=${REPS:-a b}; SANITIZE=${SANITIZE:-1}; RUN_ARGS=${RUN_ARGS:---no-plots}; BUILD=${BUILD:-1}
+TESTS=${TESTS-tests/kernels/test_swap_multi_gpu.py tests/kernels/test_copy_planned_gpu.py}
+OUT=${OUT:?set OUT to the folder that comes back}
+[ -f "$PATCH" ] || { echo "ab_patch: no patch file $PATCH" >&2; exit 2; }
+[ -f "$CONFIG" ] || { echo "ab_patch: no config file $CONFIG" >&2; exit 2; }
+L=${AB_LOG:-/tmp/ab-log}; HEAD=${AB_HEAD:-/tmp/ab-head}
+rm -rf "$L" "$HEAD"; mkdir -p "$L" "$HEAD" "$OUT"
+source scripts/gpu_node_setup.sh || { echo "ab_patch: wheelhouse install failed" >&2; exit 2; }
+t0=$SECONDS
+pk() { tar czf "$OUT/ab.tgz" -C "$L" .; }
+say() { echo "$* $((SECONDS - t0))s" | tee -a "$L/progress.txt"; }
+
+# The head: the tree's files without the patch. Build outputs, carried wheels and run files stay behind
+# (the config and the patch are read by absolute path).
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar xf - -C "$HEAD"
+else
+  tar cf - --exclude=./.git --exclude=./.cache --exclude=./.whl --exclude=./.sgl --exclude='./.venv*' \
+      --exclude=./results . | tar xf - -C "$HEAD"
+fi
+patch -R -d "$HEAD" -p1 < "$PATCH" > "$L/patch.txt" 2>&1 || { cat "$L/patch.txt"; say "ab_patch: reversing the patch failed (does the working tree carry it?)"; pk; exit 2; }
+
+dir() { [ "$1" = "$TREE" ] && echo "$ROOT" || echo "$HEAD"; }
+inv() {  # inv TREE CMD...: run CMD in that tree with its own package and JIT cache first on the path
+  local d; d=$(dir "$1"); shift
+  (cd "$d" && PYTHONPATH=/tmp/site:$d HISPARSE_CACHE_DIR=$d/.cache/hisparse/jit "$@")
+}
+
+if [ "$BUILD" = 1 ]; then
+  for t in head "$TREE"; do
+    (inv "$t" python3 -m hisparse build "$CONFIG" -j 8 > "$L/build-$t.txt" 2>&1; echo $? > "$L/build-$t.rc") &
+  done
+  wait
+  for t in head "$TREE"; do say "build $t rc=$(cat "$L/build-$t.rc")"; done
+  pk
+fi
+if [ -n "$TESTS" ]; then
+  # shellcheck disable=SC2086  # TESTS is a list of files
+  inv "$TREE" python3 -m pytest -q -m gpu -p no:cacheprovider $TESTS > "$L/tests-$TREE.txt" 2>&1
+  say "tests $TREE rc=$? $(tail -1 "$L/tests-$TREE.txt")"; pk
+fi
+if [ "$SANITIZE" = 1 ]; then
+  SANITIZE_LOG_DIR=$L/sanitize-$TREE inv "$TREE" bash scripts/gpu_sanitize.sh > "$L/sanitize-$TREE.txt" 2>&1
+  say "sanitize $TREE rc=$? $(tail -1 "$L/sanitize-$TREE.txt")"; pk
+fi
+labels=(); files=()
+for rep in $REPS; do
+  for t in head "$TREE"; do
+    # shellcheck disable=SC2086  # RUN_ARGS is a list of options
+    inv "$t" python3 -m hisparse run "$CONFIG" --out "$L/$t-$rep.json" $RUN_ARGS > "$L/run-$t-$rep.txt" 2>&1
+    say "run $t $rep rc=$?"
+    [ -f "$L/$t-$rep.json" ] && { labels+=("$t-$rep"); files+=("$L/$t-$rep.json"); }
+    pk
+  done
+done
+if [ ${#files[@]} -gt 0 ]; then
+  labs=$(IFS=,; echo "${labels[*]}")
+  python3 "$ROOT/scripts/ab_table.py" --labels "$labs" "${files[@]}" > "$L/table.txt" 2>&1
+fi
+pk
+for t in head "$TREE"; do
+  for c in "${CASES[@]}"; do
+    n=$(echo "$c" | cut -d/ -f2,3,8 | tr / -)
+    inv "$t" timeout 90 python3 scripts/probe_replay_modes.py --kernels "$L/kernels-$t" "$c" > "$L/kernels-$t-$n.txt" 2>&1
+    say "kernels $t $n rc=$?"; rm -rf "$L/kernels-$t"; pk
+  done
+done
+cat "$L/table.txt" 2>/dev/null
+for f in "$L"/kernels-*.txt; do
+  [ -f "$f" ] || continue
+  echo "== $(basename "$f")"; grep -A1 "  low\|  high" "$f" | head -4
+done
