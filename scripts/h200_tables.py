@@ -48,11 +48,11 @@ def grid_table(A, B, workload: str) -> str:
         lru = find(A, implementation="lru_sequential", **key)
         on = find(A, implementation="multi_step", pdl=True, **key)
         off = find(A, implementation="multi_step", pdl=False, **key)
+        if lru is None or on is None:
+            continue
         lru_b = find(B, implementation="lru_sequential", **key)
         on_b = find(B, implementation="multi_step", pdl=True, **key)
         off_b = find(B, implementation="multi_step", pdl=False, **key)
-        if lru is None or on is None:
-            continue
         rows.append(
             f"| {batch} | {fmt(lru.median_us)} | {fmt(on.median_us)} | {fmt(off and off.median_us)} | "
             f"{lru.median_us / on.median_us:.2f}x | {fmt(on.derived['over_pcie_floor'], '.2f')} | "
