@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in the nineteenth session after its device time was spent; NOT RUN. pV = phase D writes
+# Prepared in the nineteenth session after its device time was spent; run as call 5 of the twentieth (README, "Calls 5-6"). pV = phase D writes
 # miss_vals only when phase G will read it (overflow or a pending output): one store fewer per miss in D,
 # where call 3 found each store or atomic costs the warp ~one round trip. tF3 (call 4) carried this
 # with the found list and gave `upstream` / `distinct` b1 0.976 / 0.974, where no found lanes exist, so
