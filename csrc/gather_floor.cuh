@@ -25,11 +25,6 @@ namespace gather_detail {
 constexpr int64_t kFlatBlocksPerSm = 1;
 constexpr int64_t kWarpBlocksPerSm = 4;
 
-inline int sm_count(int device) {
-  const int n = host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
-  return n > 0 ? n : 132;  // an out-of-range device id: the H200's count, as before
-}
-
 }  // namespace gather_detail
 
 // Parameter order: the gather_floor table in hisparse/kernels/signature.py (the wrapper passes its values in
@@ -64,7 +59,7 @@ void gather_floor_entry(tvm::ffi::TensorView src_rows, tvm::ffi::TensorView dst_
   const int64_t chunks = word > 0 ? n * (item_size_bytes / word) : 0;
   const bool flat = word > 0 && chunks < (int64_t{1} << 31);  // 32-bit chunk indices in the flat kernel
   const int64_t per_sm = flat ? gather_detail::kFlatBlocksPerSm : gather_detail::kWarpBlocksPerSm;
-  int64_t blocks = num_blocks > 0 ? num_blocks : per_sm * gather_detail::sm_count(device);
+  int64_t blocks = num_blocks > 0 ? num_blocks : per_sm * host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
   if (flat) {
     p.chunks_per_row = static_cast<uint32_t>(item_size_bytes / word);
     p.total_chunks = static_cast<uint32_t>(chunks);

@@ -41,18 +41,20 @@ inline void check_num_real_reqs(const tvm::ffi::TensorView& num_real_reqs) {
       << "num_real_reqs: int32 [1] on the device";
 }
 
-// An integer attribute of `device` (< 64 devices), queried once per device and attribute slot.
+// An integer attribute of `device`, queried once per device (the first 64) and attribute. A device id past
+// the cache is queried every call rather than answered with a guess: launch shapes (SM count, L2, shared
+// memory) must come from the device they run on (H20 78 SMs, H100 PCIe 114, H200 132).
 template <cudaDeviceAttr kAttr>
 inline int device_attribute(int device) {
   static int cached[64] = {0};
-  if (device < 0 || device >= 64) return 0;
-  if (cached[device] == 0) {
-    int v = 0;
-    cudaError_t e = cudaDeviceGetAttribute(&v, kAttr, device);
-    TVM_FFI_ICHECK(e == cudaSuccess) << "cudaDeviceGetAttribute: " << cudaGetErrorString(e);
-    cached[device] = v;
-  }
-  return cached[device];
+  const bool cacheable = device >= 0 && device < 64;
+  if (cacheable && cached[device] != 0) return cached[device];
+  int v = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&v, kAttr, device);
+  TVM_FFI_ICHECK(e == cudaSuccess) << "cudaDeviceGetAttribute(" << static_cast<int>(kAttr) << ", device " << device
+                                   << "): " << cudaGetErrorString(e);
+  if (cacheable) cached[device] = v;
+  return v;
 }
 
 // Opt-in shared memory limit per block of `device` (227 KiB on H100/H200).
