@@ -61,7 +61,10 @@ def _worker_main(conn: Any, backend_name: str) -> None:
         broken = _device_broken(backend.device)
         if broken is None and text and any(m in text for m in FAULT_MARKERS):
             broken = text
-        conn.send((result, broken))
+        try:
+            conn.send((result, broken))
+        except OSError:  # BrokenPipeError: the parent closed its end mid-job (an interrupted sweep has
+            return  # kept its cases and gone); nobody is left to read this result or a traceback
         if broken is not None:
             return
 

@@ -510,6 +510,32 @@ def test_worker_survives_the_interrupt_its_parent_handles():
     assert first.params["pid"] == second.params["pid"]  # the same worker answered after the signal
 
 
+def slow_job(backend, *, seconds):
+    """A worker job that is still running when its parent goes away."""
+    time.sleep(seconds)
+    return "done", ""
+
+
+def test_worker_whose_parent_left_mid_job_exits_quietly(capfd):
+    # Seen on the H200 (2026-12-03): `timeout -s INT` stopped a vs-sglang sweep while sglang's worker
+    # was in a case; the parent kept its cases and closed the pipe, and the worker's reply then died
+    # with a BrokenPipeError traceback after the sweep's "Interrupted." line.
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=isolate._worker_main, args=(child, "reference"), daemon=True)
+    proc.start()
+    child.close()
+    parent.send((f"{slow_job.__module__}:slow_job", {"seconds": 1.0}))
+    time.sleep(0.2)
+    parent.close()  # the parent leaves while the job runs
+    proc.join(60)
+    err = capfd.readouterr().err
+    assert proc.exitcode == 0
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
 def test_isolated_runner_runs_our_cases_in_this_process():
     run_path = f"{fake_run.__module__}:fake_run"
     with isolate.IsolatedRunner("reference", run_path=run_path) as runner:
