@@ -73,3 +73,23 @@ def test_a_whole_dump_gives_the_graphs_calls():
     calls = _module().split_calls(rows)
     assert len(calls) == 100
     assert all(c["commit"][0] >= c["gather"][0] + c["gather"][1] for c in calls)  # PDL off: in order
+
+
+def test_probe_cases_hold_the_probes_100_calls_with_misses_to_the_last():
+    # The probe captures 100 calls; default.yaml's cases hold 20. Built for 20, `upstream`'s calls
+    # 21-100 asked for tokens past its host rows (no misses: a 4.2 us gather against the engine's ~17).
+    mod = _module()
+    cases = mod.probe_cases()
+    assert all(c.timing.max_calls_per_reset >= mod.CALLS for c in cases.values())
+    from hisparse.bench.workload import make_workload
+
+    case = cases["multi_step/upstream/b1/s4/k2048/h4096/i576/pdl1"]
+    assert case.timing.calls_per_graph == mod.CALLS == 100
+    w = make_workload(case, "cpu")
+    for _ in range(mod.CALLS):
+        w.advance()
+    locs = w.buffers.host_cache_locs
+    for toks in w.fresh_tokens(mod.CALLS - 1):  # the last call's fresh tokens: 782 unique misses
+        assert toks.numel() == 782
+        assert int(toks.max()) < locs.shape[1]
+        assert bool((locs[0, toks] >= 0).all())

@@ -255,6 +255,7 @@ class Workload:
         self._restore = [(t, t.clone()) for t in small]
         self._data = b.device_buffer.clone()
         self.expected = self._compute_expected()
+        self._advances = 0
         self.reset()
 
     @property
@@ -272,8 +273,20 @@ class Workload:
         if b.miss_count is not None:
             b.miss_count.zero_()
         self._schedule.reset()
+        self._advances = 0
 
     def advance(self) -> None:
+        # Past `capacity` calls the schedules run off their data (upstream / distinct tokens past the
+        # host rows, so calls without misses; trace / serving calls repeating from the start), and the
+        # timed calls would not be the case's. Counted on the host, so a CUDA graph is checked when it
+        # is captured (its replays follow a reset). Seen: a probe that captured 100 calls of a case built
+        # for 20 timed `upstream` b1 at a 4.2 us gather instead of ~17.
+        if self._advances >= self.capacity:
+            raise ConfigError(
+                f"{self.case.case_id}: call {self._advances + 1} since the last reset, but the workload holds "
+                f"{self.capacity} (timing.max_calls_per_reset: the largest of warmup_calls, calls_per_graph, "
+                f"check_calls); build the case with a larger timing.calls_per_graph")
+        self._advances += 1
         self._schedule.advance()
 
     def call_tokens(self, call: int) -> torch.Tensor:

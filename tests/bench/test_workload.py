@@ -608,3 +608,27 @@ def test_serving_in_host_row_order_passes_the_checks_end_to_end(impl):
                 timing=TimingSettings(warmup_calls=1, calls_per_graph=2, replays=10, l2_flush=False, check_calls=2))
     r = measure.run_case(case, get_backend("reference"), floors=NOT_APPLICABLE)
     assert r.status == "ok", r.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# The call budget between resets
+
+
+@pytest.mark.parametrize("workload, params", [("distinct", None), ("trace", None), ("serving", "small")])
+def test_a_call_past_the_workloads_budget_is_refused_until_a_reset(workload, params):
+    # A workload holds timing.max_calls_per_reset calls (here max(2, 6, 2) = 6). Past them the schedule
+    # runs off its data (distinct: tokens past its host rows, so calls without misses); a probe that
+    # captured 100 calls of a 20-call case timed such calls silently.
+    p = dict(SERVING_SMALL) if params == "small" else None
+    w = make_workload(small("multi_step", workload, p), CPU)
+    for _ in range(6):
+        w.advance()
+    with pytest.raises(ConfigError) as e:
+        w.advance()
+    msg = str(e.value)
+    assert "multi_step/" in msg and "call 7 since the last reset" in msg and "holds 6" in msg
+    assert "calls_per_graph" in msg
+    w.reset()
+    before = w.buffers.top_k_tokens.clone()
+    w.advance()  # the budget starts again at a reset
+    assert not torch.equal(before, w.buffers.top_k_tokens)
