@@ -255,8 +255,7 @@ class Workload:
         self._restore = [(t, t.clone()) for t in small]
         self._data = b.device_buffer.clone()
         self.expected = self._compute_expected()
-        self._advances = 0
-        self.reset()
+        self.reset()  # also starts the call budget (_advances)
 
     @property
     def calls(self) -> int:
