@@ -233,9 +233,11 @@ int main(int argc, char** argv) {
       std::snprintf(label, sizeof label, "warp/row grid %d x 256", g);
       time(label, [&](Rows r) { warp_kernel<<<g, 256>>>(r, host, dev); });
     }
-    for (int k : {1, 2, 4, 8, 64})
+    // k 16-132: batch 1's question (twenty-second session): does one request's copy get faster on more
+    // SMs? The multi-step gather copies batch 1's rows from 32 CTAs.
+    for (int k : {1, 2, 4, 8, 16, 32, 64, 132})
       for (int bs : {256, 1024}) {
-        if (k == 64 && bs == 1024) continue;
+        if (k >= 16 && bs == 1024) continue;
         std::snprintf(label, sizeof label, "req-local warp/row k%d x %d", k, bs);
         time(label, [&](Rows r) { reqwarp_kernel<<<batch * k, bs>>>(r, host, dev, k); });
         std::snprintf(label, sizeof label, "req-local flat L2 k%d x %d", k, bs);
