@@ -29,6 +29,8 @@ timing: {warmup_calls: 5, calls_per_graph: 100, replays: 10, l2_flush: true, che
          replays_per_sample: 1}  # replays: samples per round, each the mean of replays_per_sample replays
 exclude:                       # cases matching every key of a rule are pruned (`reason` optional)
   - {implementation: lru_sequential, batch: 1, reason: "not interesting"}
+views:                         # named filter lists: `run --view headline` = these --filter's
+  headline: [steps=4, hot_buffer_size=4096, item_size_bytes=576]
 ```
 
 An empty ``ci`` list drops that grid from the CI sweep. Every error is a ``ConfigError`` naming the
@@ -67,7 +69,7 @@ from hisparse.bench.case import (
 from hisparse import env
 from hisparse.errors import ConfigError
 
-TOP_LEVEL_KEYS = ("name", "description", "track", "seed", "axes", "slices", "workloads", "timing", "exclude")
+TOP_LEVEL_KEYS = ("name", "description", "track", "seed", "axes", "slices", "workloads", "timing", "exclude", "views")
 _NON_AXIS_PARAMS = ("seed",)
 
 
@@ -211,6 +213,20 @@ class SweepConfig:
     description: str = ""
     slices: tuple[Slice, ...] = ()
     exclude: tuple[ExcludeRule, ...] = ()
+    # Named subsets: name -> filter expressions (compile_filter's syntax), so that a config's headline
+    # is written once, beside the grid it selects from, not retyped as --filter's on every run.
+    views: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def view_filters(self, view: str) -> tuple[str, ...]:
+        """The filters of the view named ``view``; an unknown name is a ConfigError naming the views."""
+        if view not in self.views:
+            have = f"its views: {', '.join(self.views)}" if self.views else "it declares no `views:`"
+            raise ConfigError(f"view {view!r}: not a view of config {self.name!r}; {have}")
+        return self.views[view]
+
+    def selection(self, view: str | None, filters: Sequence[str] = ()) -> tuple[str, ...]:
+        """The filters a run or listing applies: the view's (if named), then the explicit ones."""
+        return (*(self.view_filters(view) if view is not None else ()), *filters)
 
     def grids(self) -> list[tuple[dict[str, Axis], Mapping[str, Mapping[str, Axis]]]]:
         """(axes, workload-parameter overrides) of the main grid and of each slice."""
@@ -359,9 +375,10 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
                             workloads_of_slice))
 
     exclude = _parse_exclude(ctx, top.get("exclude"))
+    views = _parse_views(ctx, top.get("views"))
     return SweepConfig(name=cfg_name, path=Path(path) if path is not None else None, axes=axes, timing=timing,
                        workloads=workloads, seed=seed, track=track, description=description,
-                       slices=tuple(slices), exclude=exclude)
+                       slices=tuple(slices), exclude=exclude, views=views)
 
 
 def _parse_workloads(ctx: _Ctx, raw: Any, key: str) -> dict[str, dict[str, Axis]]:
@@ -399,6 +416,33 @@ def _parse_exclude(ctx: _Ctx, raw: Any) -> tuple[ExcludeRule, ...]:
                       for k, v in d.items())
         rules.append(ExcludeRule(match, reason))
     return tuple(rules)
+
+
+def _parse_views(ctx: _Ctx, raw: Any) -> dict[str, tuple[str, ...]]:
+    """`views:` name -> a non-empty list of filter expressions, each checked as --filter checks it."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ctx.error("views", f"expected a mapping of view name -> list of filters, got {_kind(raw)}")
+    views: dict[str, tuple[str, ...]] = {}
+    for name, filters in raw.items():
+        key = f"views.{name}"
+        if not isinstance(name, str) or not name or any(c in name for c in " =,/"):
+            raise ctx.error(key, "a view name is a non-empty string without spaces, '=', ',' or '/'")
+        items = [filters] if isinstance(filters, str) else filters
+        if not isinstance(items, list) or not items:
+            raise ctx.error(key, f"expected a non-empty list of filters (key=value or a case-id substring), "
+                                 f"got {_kind(filters)}")
+        for i, f in enumerate(items):
+            if not isinstance(f, str) or not f.strip():
+                raise ctx.error(f"{key}[{i}]", f"expected a filter string (key=value or a case-id substring), "
+                                               f"got {_kind(f)}")
+            try:
+                compile_filter(f)
+            except ConfigError as e:
+                raise ctx.error(f"{key}[{i}]", str(e)) from None
+        views[name] = tuple(items)
+    return views
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,7 @@ class RunRequest:
     config: str | None = None  # None: default_config(backend)
     ci: bool = False
     filters: tuple[str, ...] = ()
+    view: str | None = None  # a `views:` name of the config: its filters go before `filters`
     out: str | None = None  # a folder or a .json path; None: default_out_dir(backend)
     resume: str | None = None
     backend: str = "auto"
@@ -144,7 +145,9 @@ def prepare(request: RunRequest, say: Callable[[str], None] = lambda _m: None) -
     backend = get_backend(resolved)
     config = request.config if request.config is not None else default_config(resolved)
     cfg = load_config(config)
-    expansion = cfg.expand(ci=request.ci, filters=tuple(request.filters))
+    # From here on the view is its filters: the run file records them, and --resume compares them.
+    request = replace(request, filters=cfg.selection(request.view, request.filters), view=None)
+    expansion = cfg.expand(ci=request.ci, filters=request.filters)
     _require_cases(expansion, config)
     if request.resume is not None:
         writer, pinned = _resume(request, cfg, backend)

@@ -8,7 +8,8 @@ import click
 @click.argument("config", required=False)
 @click.option("--ci", is_flag=True, help="Use the config's reduced CI grid.")
 @click.option("--filter", "filters", multiple=True, metavar="EXPR", help="Keep only matching cases (repeatable).")
-def list_cases(config: str | None, ci: bool, filters: tuple[str, ...]) -> None:
+@click.option("--view", default=None, metavar="NAME", help="Keep only the cases of the config's named view (`views:`).")
+def list_cases(config: str | None, ci: bool, filters: tuple[str, ...], view: str | None) -> None:
     """List the cases of CONFIG (a name under configs/ or a YAML path; default: what `run` picks,
     "default" on a GPU and "cpu-small" without one)."""
     from hisparse.bench.backends import resolve_name
@@ -21,7 +22,10 @@ def list_cases(config: str | None, ci: bool, filters: tuple[str, ...]) -> None:
         config = default_config(resolve_name("auto"))
         click.echo(f"config {config} (what `run` picks here; name one to list another)")
     try:
-        expansion = load_config(config).expand(ci=ci, filters=tuple(filters))
+        cfg = load_config(config)
+        expansion = cfg.expand(ci=ci, filters=cfg.selection(view, filters))
     except HisparseError as e:
         raise click.ClickException(str(e)) from e
     click.echo(text.listing(expansion.cases, expansion.pruned))
+    if not view and cfg.views:
+        click.echo(f"views (--view NAME): {', '.join(cfg.views)}")

@@ -21,6 +21,8 @@ class _UsageFailure(click.ClickException):
 @click.option("--ci", is_flag=True, help="Use the config's reduced CI grid.")
 @click.option("--filter", "filters", multiple=True, metavar="EXPR",
               help="Keep only matching cases (repeatable; syntax of `hisparse-bench list`).")
+@click.option("--view", default=None, metavar="NAME",
+              help="Keep only the cases of the config's named view (its `views:`; with --filter, both apply).")
 @click.option("--out", type=click.Path(), default=None,
               help="Output directory or a .json file path (default: results/runs on a GPU, the git-ignored "
                    "results/local on the reference backend).")
@@ -37,8 +39,8 @@ class _UsageFailure(click.ClickException):
               help="sglang checkout or unpacked wheel whose kernels the sglang_* implementations run "
                    "(default: HISPARSE_SGLANG_SRC, else an installed sglang).")
 @click.pass_context
-def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ...], out: str | None, force: bool,
-        resume: str | None, backend_name: str, plots: bool, processes: int, sglang_src: str | None) -> None:
+def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ...], view: str | None, out: str | None,
+        force: bool, resume: str | None, backend_name: str, plots: bool, processes: int, sglang_src: str | None) -> None:
     """Run the sweep CONFIG (a name under configs/ or a YAML path; default "default", or
     "cpu-small" when no GPU is available).
 
@@ -53,7 +55,7 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     if resume is not None and processes > 1:
         raise _UsageFailure("--processes cannot be combined with --resume (it would retime the finished cases "
                             "again): resume, then run `hisparse-bench retime FILE` once per missing process")
-    request = sweep.RunRequest(config=config, ci=ci, filters=filters, out=out, resume=resume,
+    request = sweep.RunRequest(config=config, ci=ci, filters=filters, view=view, out=out, resume=resume,
                                backend=backend_name, force=force)
     try:
         session = sweep.prepare(request, say=click.echo)

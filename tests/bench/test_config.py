@@ -228,6 +228,52 @@ def test_filter_on_workload_parameters(tmp_path):
         "multi_step/trace/b1/s4/k64/h256/i576/pdl1/host_layout=contiguous/miss_rate=0.05"]
 
 
+def test_views_name_filter_lists(tmp_path):
+    cfg = load_config(write(tmp_path, SMALL.rstrip(" ") + """\
+    views:
+      b8: [batch=8]
+      pair:
+        - workload=distinct
+        - /b8/
+        - multi_step/
+    """))
+    assert cfg.views == {"b8": ("batch=8",), "pair": ("workload=distinct", "/b8/", "multi_step/")}
+    # the view's filters act as --filter's: the same 12 and 4 cases as test_filters counts by hand
+    assert len(cfg.expand(filters=cfg.selection("b8"))) == 12
+    assert cfg.selection("pair", ["pdl=on"]) == ("workload=distinct", "/b8/", "multi_step/", "pdl=on")
+    assert sorted(cfg.expand(filters=cfg.selection("pair", ["pdl=on"])).ids) == sorted(
+        f"multi_step/distinct/b8/s{s}/k2048/h4096/i576/pdl1" for s in (2, 4))
+    assert cfg.selection(None, ["batch=1"]) == ("batch=1",)
+    with pytest.raises(ConfigError, match=r"view 'nope': not a view of config 'sweep'; its views: b8, pair"):
+        cfg.selection("nope")
+    bare = load_config(write(tmp_path, SMALL, "bare.yaml"))
+    with pytest.raises(ConfigError, match=r"view 'b8'.*declares no `views:`"):
+        bare.selection("b8")
+
+
+@pytest.mark.parametrize("views, key, shown", [
+    ("views: [batch=8]", "views", "expected a mapping of view name -> list of filters"),
+    ("views: {b8: []}", "views.b8", "expected a non-empty list of filters"),
+    ("views: {b8: [batch=eight]}", "views.b8[0]", "batch"),
+    ("views: {b8: [bs=8]}", "views.b8[0]", "unknown key 'bs'"),
+    ("views: {b8: [3]}", "views.b8[0]", "expected a filter string"),
+    ("views: {'a b': [batch=8]}", "views.a b", "without spaces"),
+])
+def test_bad_views_name_the_key(tmp_path, views, key, shown):
+    msg, p = config_error(tmp_path, SMALL + views + "\n")  # SMALL ends in its indent
+    assert msg.startswith(f"{p}: {key}: ") and shown in msg, msg
+
+
+def test_shipped_views_select_what_their_comments_say():
+    """The counts in configs/*.yaml's comments (and the docs that quote them)."""
+    default, vs = load_config(REPO / "configs/default.yaml"), load_config(REPO / "configs/vs-sglang.yaml")
+    assert len(default.expand(filters=default.selection("serving"))) == 47
+    headline = default.expand(filters=default.selection("headline"))
+    assert len(headline) == 24 and {c.workload for c in headline} == {"upstream", "distinct"}
+    assert len(vs.expand(filters=vs.selection("headline"))) == 56
+    assert len(vs.expand(filters=vs.selection("serving"))) == 16
+
+
 # ---------------------------------------------------------------------------------------------
 # Case ids and round trips
 

@@ -71,6 +71,26 @@ def test_filter_matching_nothing_exits_2_and_writes_no_file(two, tmp_path):
     assert not out.exists() or not any(out.iterdir())
 
 
+def test_a_view_runs_its_cases_records_its_filters_and_resumes(two, tmp_path):
+    """--view NAME is the config's named filter list: the run file records the filters, --resume
+    takes the same view, and an unknown view is a usage error naming the config's views."""
+    two.write_text(TWO + "views:\n  multi: [multi_step/]\n")
+    out = tmp_path / "view.json"
+    first = run(str(two), "--out", str(out), "--view", "multi")
+    assert first.exit_code == 0, first.output
+    rec = load_run(out)
+    assert rec.case_ids() == ["multi_step/distinct/b1/s2/k16/h64/i64/pdl1"]
+    assert rec.config["filters"] == ["multi_step/"]
+    again = run(str(two), "--resume", str(out), "--view", "multi")
+    assert again.exit_code == 0 and "1 case(s) done, 0 to run" in again.output, again.output
+    assert run(str(two), "--resume", str(out)).exit_code == 2  # not the same selection
+    bad = run(str(two), "--out", str(tmp_path / "x.json"), "--view", "nope")
+    assert bad.exit_code == 2 and "view 'nope'" in bad.output and "its views: multi" in bad.output
+    listed = CliRunner().invoke(main, ["list", str(two), "--view", "multi"])
+    assert listed.exit_code == 0 and "1 case(s)" in listed.output and "lru_sequential/distinct/b1/s2" not in listed.output
+    assert "views (--view NAME): multi" in CliRunner().invoke(main, ["list", str(two)]).output
+
+
 def test_all_pruned_exits_2_and_writes_no_file(tmp_path):
     cfg = tmp_path / "pruned.yaml"
     cfg.write_text(TWO.replace("top_k: 16", "top_k: 128"))  # top_k > hot_buffer_size: every case pruned
