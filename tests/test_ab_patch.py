@@ -75,6 +75,34 @@ def test_alternates_the_head_and_the_patched_tree(patched_tree, tmp_path):
 
 
 @needs_tools
+def test_more_trees_in_one_call(patched_tree, tmp_path):
+    """MORE="NAME=PATCH": another candidate built from the head with its own patch, alternated with the
+    head and the first tree, and given its own ratio column."""
+    tree, patch = patched_tree
+    other = tmp_path / "other.patch"
+    mark2 = "# ab_patch test: the second candidate\n"
+    target = tree / "hisparse" / "errors.py"
+    original = target.read_text()
+    target.write_text(original + mark2)
+    other.write_text(subprocess.run(["git", "diff", "--", "hisparse/errors.py"], cwd=tree, check=True,
+                                    capture_output=True, text=True).stdout)
+    target.write_text(original)  # the working tree carries the first patch only
+    r = _run(tree, tmp_path, str(patch), "configs/cpu-small.yaml", TREE="tX", REPS="a", TESTS="", SANITIZE="0",
+             BUILD="0", RUN_ARGS="--ci --backend reference --no-plots", MORE=f"tY={other}")
+    assert r.returncode == 0, r.stderr + r.stdout
+    second = tmp_path / "head-tY" / "hisparse"
+    assert mark2 in (second / "errors.py").read_text() and MARK not in (second / "__init__.py").read_text()
+    assert MARK not in (tmp_path / "head" / "hisparse" / "__init__.py").read_text()
+    progress = (tmp_path / "log" / "progress.txt").read_text()
+    assert all(f"run {t} a rc=0" in progress for t in ("head", "tX", "tY"))
+    header = next(line for line in r.stdout.splitlines() if line.startswith("case "))
+    assert header.split()[1:] == ["head-a", "tX-a", "tY-a", "tX/h", "tY/h"]
+    bad = _run(tree, tmp_path, str(patch), "configs/cpu-small.yaml", TESTS="", SANITIZE="0", BUILD="0",
+               MORE=f"head={other}")
+    assert bad.returncode == 2 and "MORE wants NAME=PATCH" in bad.stderr
+
+
+@needs_tools
 def test_a_tree_without_the_patch_is_refused(patched_tree, tmp_path):
     tree, patch = patched_tree
     _git(tree, "checkout", "-q", "--", ".")  # the working tree no longer carries the patch
