@@ -67,13 +67,29 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
             record = sweep.execute(session, on_case=on_case)
     except KeyboardInterrupt:
         path = session.writer.path
-        click.echo(f"\nInterrupted. Finished cases are in {path}; continue with --resume {path}", err=True)
+        click.echo(f"\nInterrupted. Finished cases are in {path}; continue with:\n  "
+                   f"{_resume_command(session, path, backend_name)}", err=True)
         ctx.exit(130)
     record = _more_processes(session, record, processes)
     click.echo("\n" + text.run_summary(record) + f"\n\nrun file: {session.writer.path}")
     if plots:
         _plots(record, session.writer.path.with_suffix(""))
     ctx.exit(1 if any(c.status == "failed" for c in record.cases) else 0)
+
+
+def _resume_command(session, path: Path, backend_name: str) -> str:
+    """The command that finishes an interrupted run: --resume wants the same selection (--ci and the
+    filters, a view's written out), so it is spelled out rather than left to memory."""
+    import shlex
+
+    words = ["hisparse-bench", "run", session.config, "--resume", str(path)]
+    if session.expansion.ci:
+        words.append("--ci")
+    for f in session.expansion.filters:
+        words += ["--filter", f]
+    if backend_name != "auto":
+        words += ["--backend", backend_name]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def _announce(session) -> None:

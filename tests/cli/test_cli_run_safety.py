@@ -200,14 +200,17 @@ def test_interrupt_keeps_finished_cases_and_resume_finishes(two, tmp_path, monke
     real_sweep = measure.run_sweep
     monkeypatch.setattr(measure, "run_sweep", lambda *a, **kw: real_sweep(*a, **{**kw, "run": second_interrupts}))
     out = tmp_path / "run.json"
-    result = run(str(two), "--out", str(out))
+    two.write_text(TWO + "views:\n  b1: [batch=1, 'distinct/b1/']\n")
+    result = run(str(two), "--out", str(out), "--view", "b1")
     assert result.exit_code == 130, result.output
-    assert f"continue with --resume {out}" in result.output
+    # the whole command, with the view's filters written out: --resume wants the same selection
+    command = f"hisparse-bench run {two} --resume {out} --filter batch=1 --filter distinct/b1/ --backend reference"
+    assert "continue with:\n  " + command in result.output
     assert load_run(out).case_ids() == ["lru_sequential/distinct/b1/s2/k16/h64/i64/pdl0"]
     assert load_run(out).finished is None
 
     monkeypatch.setattr(measure, "run_sweep", real_sweep)
-    resumed = run(str(two), "--resume", str(out))
+    resumed = CliRunner().invoke(main, command.split()[1:] + ["--no-plots"])  # what the message said
     assert resumed.exit_code == 0, resumed.output
     assert "1 case(s) done, 1 to run" in resumed.output
     assert len(load_run(out).cases) == 2 and load_run(out).finished is not None
