@@ -161,7 +161,7 @@ def _filter_keys() -> list[str]:
 
 def compile_filter(text: str):
     """``key=v1[,v2...]`` (a parameter equals one of the values) or a substring of the case id.
-    Returns a predicate over cases; an unknown key or a value of the wrong type is a ConfigError."""
+    Returns a predicate over cases (and pruned combinations); an unknown key or a value of the wrong type is a ConfigError."""
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep:
@@ -177,8 +177,8 @@ def compile_filter(text: str):
         except _Invalid as e:
             raise ConfigError(f"filter {text!r}: {key}: {e}") from None
 
-    def matches(case: Case) -> bool:
-        flat = _flat(case.to_dict())
+    def matches(case: Case | Pruned) -> bool:
+        flat = _flat(case.params if isinstance(case, Pruned) else case.to_dict())
         return key in flat and flat[key] in wanted
 
     return matches
@@ -259,8 +259,9 @@ class SweepConfig:
                     else:
                         cases.setdefault(case.case_id, case)
         kept = [c for c in cases.values() if all(pred(c) for pred in predicates)]
-        return Expansion(kept, list(pruned.values()), ci=ci, filters=tuple(filters),
-                         filtered_out=len(cases) - len(kept))
+        # the pruned combinations of the selection only: a filtered listing is about those cases
+        dropped = [p for p in pruned.values() if all(pred(p) for pred in predicates)]
+        return Expansion(kept, dropped, ci=ci, filters=tuple(filters), filtered_out=len(cases) - len(kept))
 
     def _excluded(self, params: Mapping[str, Any]) -> str | None:
         for i, rule in enumerate(self.exclude):

@@ -206,6 +206,10 @@ def test_filters(tmp_path):
         f"multi_step/distinct/b8/s{s}/k2048/h4096/i576/pdl{p}" for s in (2, 4) for p in (0, 1))
     assert both.filtered_out == 20
     assert len(cfg.expand(filters=["nothing-matches-this"])) == 0
+    # the pruned combinations are those of the selection (24 in all, counted in the test above)
+    assert cfg.expand(filters=["hot_buffer_size=4096"]).pruned == []
+    assert len(cfg.expand(filters=["hot_buffer_size=2048", "lru_sequential/"]).pruned) == 8
+    assert len(cfg.expand(filters=["batch=8", "workload=distinct"]).pruned) == 6  # lru 2 steps + multi 2x2
 
 
 def test_filter_errors_name_the_allowed_keys(tmp_path):
