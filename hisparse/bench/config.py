@@ -217,16 +217,13 @@ class SweepConfig:
     # is written once, beside the grid it selects from, not retyped as --filter's on every run.
     views: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def view_filters(self, view: str) -> tuple[str, ...]:
-        """The filters of the view named ``view``; an unknown name is a ConfigError naming the views."""
-        if view not in self.views:
+    def selection(self, view: str | None, filters: Sequence[str] = ()) -> tuple[str, ...]:
+        """The filters a run or listing applies: the view's (if named), then the explicit ones. An
+        unknown view is a ConfigError naming the config's views."""
+        if view is not None and view not in self.views:
             have = f"its views: {', '.join(self.views)}" if self.views else "it declares no `views:`"
             raise ConfigError(f"view {view!r}: not a view of config {self.name!r}; {have}")
-        return self.views[view]
-
-    def selection(self, view: str | None, filters: Sequence[str] = ()) -> tuple[str, ...]:
-        """The filters a run or listing applies: the view's (if named), then the explicit ones."""
-        return (*(self.view_filters(view) if view is not None else ()), *filters)
+        return (*(self.views[view] if view is not None else ()), *filters)
 
     def grids(self) -> list[tuple[dict[str, Axis], Mapping[str, Mapping[str, Axis]]]]:
         """(axes, workload-parameter overrides) of the main grid and of each slice."""
