@@ -120,6 +120,18 @@ inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurren
   int64_t tiles = tiles_at(pool_bytes > kLargePoolBytes ? 1 : gather_occupancy<kPdl, kRecordPlan, 2>(device));
   const bool small_pool_rounds = 2 * pool_bytes <= 3 * l2_bytes && tiles * kThreads < occurrences;
   if (small_pool_rounds) tiles = tiles_at(gather_occupancy<kPdl, kRecordPlan, 4>(device));
+  // Small batch: one CTA per SM, down to kSpreadOccurrences occurrences each, where the shapes above
+  // leave SMs idle (b1-b2 on the H200: 32 tiles of 256 occurrences per request). A lookup round of 64
+  // lanes per CTA ends sooner than one of 256 (fewer claims and found-lane waits per SM): same-call
+  // A/B on the H200, `serving` b1 0.915 and its gather alone 15.5 against 17.8 us; at two such CTAs
+  // per SM (b4, 66 tiles) 1.10, hence one per SM (results/probes/tiles-h200-20261203/). The copy
+  // itself does not speed up on more SMs: one request's 782 rows take 18.8 us on 32 CTAs, 18.2 on 64
+  // and 18.6 on 132 (scripts/probe_gather_shapes.cu, same call).
+  constexpr int64_t kSpreadOccurrences = 64;
+  static_assert(swap_multi_detail::kMaxOccurrences / kSpreadOccurrences <= (spec::kFlagLookupsMask >> spec::kLookupsShift),
+                "the commit counts gather CTAs in 8 bits of the flags");
+  if (!small_pool_rounds)
+    tiles = std::max(tiles, std::min(sms / bs, (occurrences + kSpreadOccurrences - 1) / kSpreadOccurrences));
   p.gather_tiles = static_cast<int32_t>(tiles);
   const auto kernel = small_pool_rounds ? &spec::spec_gather_kernel<kPdl, kRecordPlan, 4>
                                         : &spec::spec_gather_kernel<kPdl, kRecordPlan, 2>;

@@ -31,7 +31,7 @@ constexpr int32_t kFlagDegraded = 1;
 constexpr int32_t kFlagPending = 2;
 constexpr int kLookupsShift = 8;
 constexpr int32_t kFlagLookupsOne = 1 << kLookupsShift;    // one gather CTA past its lookups
-constexpr int32_t kFlagLookupsMask = 0xFF << kLookupsShift;  // gather_tiles <= 32 (8192 / 256)
+constexpr int32_t kFlagLookupsMask = 0xFF << kLookupsShift;  // gather_tiles <= 128 (8192 / 64)
 
 // Output codes besides a device row. -2 never leaves the call: the commit rewrites every -2 it finds.
 constexpr int32_t kOutUnresolved = -1;

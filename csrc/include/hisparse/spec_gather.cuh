@@ -5,7 +5,7 @@
 // per thread: round r of thread `tid` in tile `y` is occurrence y + tiles * (tid + kGatherThreads * r),
 // so consecutive top-k entries land in different CTAs and a run of misses (the indexer's fresh tokens
 // often sit together) is spread over all the request's CTAs. At batch 64 on the H200, 4 CTAs serve
-// one request, 8 rounds each; at batch 1, 32 CTAs of one round.
+// one request, 8 rounds each; at batch 1, 128 CTAs of one round of 64 occurrences (swap_multi.cuh).
 //
 // Per occurrence (step s = occ / K, token t, seq_len = seq_lens[b*S + s]), only 0 <= t < seq_len:
 //   1. tail: t >= seq_len - page_size and an extra-page slot holds t with a row >= 0 -> that row;
