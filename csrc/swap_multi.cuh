@@ -69,6 +69,7 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 // - pool <= 1.5x the device's L2 and the occupancy shape would run each CTA for 2 rounds or more:
 //   the 64-register build at its occupancy (4 per SM on the H200);
 // - otherwise the 128-register build at its occupancy (2 per SM on the H200).
+// Then, where that leaves SMs idle (small batch), one CTA per SM of down to 64 occurrences each.
 // Why one wave of few, large CTAs per request rather than one small CTA per 128 occurrences: a zero-copy read
 // of a scattered host row is slow when its SM has many requests' host regions in flight. Measured on
 // the H200 (docs/perf-notes.md), `serving` batch 64: 128-thread CTAs of every request on every SM 740 us,
