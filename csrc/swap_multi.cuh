@@ -69,7 +69,8 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 // - pool <= 1.5x the device's L2 and the occupancy shape would run each CTA for 2 rounds or more:
 //   the 64-register build at its occupancy (4 per SM on the H200);
 // - otherwise the 128-register build at its occupancy (2 per SM on the H200).
-// Then, where that leaves SMs idle (small batch), one CTA per SM of down to 64 occurrences each.
+// Then, where that leaves SMs idle (small batch), one CTA per SM of down to 64 occurrences each,
+// leaving one SM per request for its commit.
 // Why one wave of few, large CTAs per request rather than one small CTA per 128 occurrences: a zero-copy read
 // of a scattered host row is slow when its SM has many requests' host regions in flight. Measured on
 // the H200 (docs/perf-notes.md), `serving` batch 64: 128-thread CTAs of every request on every SM 740 us,
@@ -122,17 +123,19 @@ inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurren
   const bool small_pool_rounds = 2 * pool_bytes <= 3 * l2_bytes && tiles * kThreads < occurrences;
   if (small_pool_rounds) tiles = tiles_at(gather_occupancy<kPdl, kRecordPlan, 4>(device));
   // Small batch: one CTA per SM, down to kSpreadOccurrences occurrences each, where the shapes above
-  // leave SMs idle (b1-b2 on the H200: 32 tiles of 256 occurrences per request). A lookup round of 64
-  // lanes per CTA ends sooner than one of 256 (fewer claims and found-lane waits per SM): same-call
-  // A/B on the H200, `serving` b1 0.915 and its gather alone 15.5 against 17.8 us; at two such CTAs
-  // per SM (b4, 66 tiles) 1.10, hence one per SM (results/probes/tiles-h200-20261203/). The copy
-  // itself does not speed up on more SMs: one request's 782 rows take 18.8 us on 32 CTAs, 18.2 on 64
-  // and 18.6 on 132 (scripts/probe_gather_shapes.cu, same call).
+  // leave SMs idle (b1 on the H200: 32 tiles of 256 occurrences). A lookup round of 64 lanes per CTA
+  // ends sooner than one of 256 (fewer claims and found-lane waits per SM). One SM per request stays
+  // free: its commit CTA (kCommitThreads at the 64-register cap) needs a whole SM's registers, and under
+  // PDL it starts while the gather runs only if it finds one. Same-call A/Bs on the H200
+  // (results/probes/tiles-h200-20261203/): b1 at 128 tiles 0.915-0.923, its gather alone 15.5 against
+  // 17.8 us; b2 at 66 tiles (132 CTAs, no SM left for the commits) 1.105, at 64 tiles 0.978; b4 at 33
+  // tiles 1.05 and at 66 (two per SM) 1.10. The copy itself does not speed up on more SMs: one
+  // request's 782 rows take 18.8 us on 32 CTAs, 18.2 on 64, 18.6 on 132 (scripts/probe_gather_shapes.cu).
   constexpr int64_t kSpreadOccurrences = 64;
   static_assert(swap_multi_detail::kMaxOccurrences / kSpreadOccurrences <= (spec::kFlagLookupsMask >> spec::kLookupsShift),
                 "the commit counts gather CTAs in 8 bits of the flags");
   if (!small_pool_rounds)
-    tiles = std::max(tiles, std::min(sms / bs, (occurrences + kSpreadOccurrences - 1) / kSpreadOccurrences));
+    tiles = std::max(tiles, std::min((sms - bs) / bs, (occurrences + kSpreadOccurrences - 1) / kSpreadOccurrences));
   p.gather_tiles = static_cast<int32_t>(tiles);
   const auto kernel = small_pool_rounds ? &spec::spec_gather_kernel<kPdl, kRecordPlan, 4>
                                         : &spec::spec_gather_kernel<kPdl, kRecordPlan, 2>;
