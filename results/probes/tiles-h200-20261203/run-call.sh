@@ -6,7 +6,7 @@
 #   call 3: bash results/probes/tiles-h200-20261203/run-call.sh pN2-spread-leave-commit-sm.patch tN2 0a5ccbb...
 # (The calls ran this script as run-call2.sh / run-call3.sh, the same lines with the patch and tree fixed.)
 set -uo pipefail
-PATCH=${1:?the patch the tree carries, in this folder}; TREE=${2:?the tree label}; SHA=${3:?the tree's commit}
+PATCH=${1:?the patch the tree carries, in this folder}; TREE=${2:?the tree label}; SHA=${3:?the commit of the tree}
 export HISPARSE_SGLANG_SRC=$PWD/.sgl HISPARSE_MACHINE=h200-sxm
 OUT=$OUT TREE=$TREE REPS="a b" timeout -s INT 330 bash scripts/ab_patch.sh \
   results/probes/tiles-h200-20261203/$PATCH results/probes/tiles-h200-20261203/probe-tiles.yaml \
