@@ -59,8 +59,7 @@ for i in "${!EXTRA[@]}"; do  # each extra tree: a copy of the head with its own 
   patch -d "$d" -p1 < "${EXTRA_PATCH[$i]}" > "$L/patch-${EXTRA[$i]}.txt" 2>&1 ||
     { cat "$L/patch-${EXTRA[$i]}.txt"; say "ab_patch: ${EXTRA_PATCH[$i]} does not apply to the head"; pk; exit 2; }
 done
-TREES=(head "$TREE" "${EXTRA[@]}")  # every tree, head first
-TESTED=("$TREE" "${EXTRA[@]}")       # the trees that carry a patch
+TREES=(head "$TREE" "${EXTRA[@]}")  # every tree, head first; the others carry a patch
 
 dir() {
   if [ "$1" = "$TREE" ]; then echo "$ROOT"; elif [ "$1" = head ]; then echo "$HEAD"; else echo "$HEAD-$1"; fi
@@ -78,7 +77,7 @@ if [ "$BUILD" = 1 ]; then
   for t in "${TREES[@]}"; do say "build $t rc=$(cat "$L/build-$t.rc")"; done
   pk
 fi
-for t in "${TESTED[@]}"; do
+for t in "${TREES[@]:1}"; do  # the patched trees
   if [ -n "$TESTS" ]; then
     # shellcheck disable=SC2086  # TESTS is a list of files
     inv "$t" python3 -m pytest -q -m gpu -p no:cacheprovider $TESTS > "$L/tests-$t.txt" 2>&1

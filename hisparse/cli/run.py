@@ -68,7 +68,7 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     except KeyboardInterrupt:
         path = session.writer.path
         click.echo(f"\nInterrupted. Finished cases are in {path}; continue with:\n  "
-                   f"{_resume_command(session, path, backend_name, sglang_src)}", err=True)
+                   f"{_resume_command(session, path, backend_name, env.SGLANG_SRC if sglang_src is not None else None)}", err=True)
         ctx.exit(130)
     record = _more_processes(session, record, processes)
     click.echo("\n" + text.run_summary(record) + f"\n\nrun file: {session.writer.path}")
@@ -80,7 +80,7 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
 def _resume_command(session, path: Path, backend_name: str, sglang_src: str | None) -> str:
     """The command that finishes an interrupted run: --resume wants the same selection (--ci and the
     filters, a view's written out), so it is spelled out rather than left to memory; with the backend
-    and sglang's tree the run was given."""
+    and sglang's tree the run was given (`sglang_src`: the resolved path of --sglang-src, None without it)."""
     import shlex
 
     words = ["hisparse-bench", "run", session.config, "--resume", str(path)]
@@ -91,7 +91,7 @@ def _resume_command(session, path: Path, backend_name: str, sglang_src: str | No
     if backend_name != "auto":
         words += ["--backend", backend_name]
     if sglang_src is not None:
-        words += ["--sglang-src", env.SGLANG_SRC]
+        words += ["--sglang-src", sglang_src]
     return " ".join(shlex.quote(w) for w in words)
 
 
