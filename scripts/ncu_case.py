@@ -5,9 +5,12 @@
 The case comes from the config by id (`hisparse-bench list CONFIG`); its workload is built as the
 engine builds it, the calls run one by one (no CUDA graph: ncu profiles kernel launches) after the
 state is reset, and the script prints what ran. Under ncu, skip the first calls (JIT, cold state) and
-profile the rest, e.g. for the multi-step swap's gather and commit kernels on `serving` (issue 13):
+profile the rest, with `--clock-control none` (the device tool's METHOD.md asks that the GPU's clocks
+be left alone; ncu locks them by default). E.g. the multi-step swap's gather and commit kernels on
+`serving` (issue 13):
 
-    ncu --target-processes all -k regex:'spec_(gather|commit)_kernel' --launch-skip 8 --launch-count 4 \\
+    ncu --clock-control none --target-processes all -k regex:'spec_(gather|commit)_kernel' \\
+        --launch-skip 8 --launch-count 4 \\
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \\
         --csv --page details python3 scripts/ncu_case.py multi_step/serving/b64/s4/k2048/h4096/i576/pdl1
 

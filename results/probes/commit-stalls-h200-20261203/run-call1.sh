@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# As run in call 1 (2026-12-03 16:42 UTC). It left out ncu's `--clock-control none`, so ncu locked the
+# clocks to base for the two profiled launches (the device tool's METHOD.md asks that they be left alone;
+# docs/perf-notes.md, twenty-fourth entry). Add the flag before running it again.
 # Prepared for the next session's first device call (not run). Carry .whl and .sgl.
 #   bash results/probes/tiles-h200-20261203/run-next.sh SHA
 # 1. ncu's stall reasons of the b1 commit (PDL off: the commit alone), ~60 s: what bounds its ~10.6 us.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Prepared for the next session's first device call (not run). Carry .whl and .sgl.
+# (Ran as results/probes/commit-stalls-h200-20261203/run-call1.sh without `--clock-control none`, since added here.)
 #   bash results/probes/tiles-h200-20261203/run-next.sh SHA
 # 1. ncu's stall reasons of the b1 commit (PDL off: the commit alone), ~60 s: what bounds its ~10.6 us.
 # 2. vs-sglang's headline view (56 cases) on the tree, for the side-by-side figures of the landed gather
@@ -10,7 +11,7 @@ SHA=${1:?the commit of the tree}
 export HISPARSE_SGLANG_SRC=$PWD/.sgl HISPARSE_MACHINE=h200-sxm
 source scripts/gpu_node_setup.sh
 python3 -m hisparse build vs-sglang -j 8 > $OUT/build.txt 2>&1
-timeout 240 ncu --target-processes all -k regex:spec_commit_kernel --launch-skip 8 --launch-count 2 \
+timeout 240 ncu --clock-control none --target-processes all -k regex:spec_commit_kernel --launch-skip 8 --launch-count 2 \
   --section WarpStateStats --section SchedulerStats --section LaunchStats --csv --page raw \
   python3 scripts/ncu_case.py multi_step/serving/b1/s4/k2048/h4096/i576/pdl0 > $OUT/commit-b1-stalls.csv 2> $OUT/ncu-err.txt
 echo "ncu rc=$? $SECONDS s"
