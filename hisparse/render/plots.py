@@ -315,6 +315,7 @@ def _draw_floors(ax, lines: list[Line]) -> None:
     A curve with a case whose host rows are read more than once (hisparse.results.model.reread_share)
     is labelled so: it counts rows copied, and the case can run under it."""
     curves: dict[tuple, list[str]] = {}
+    series: dict[tuple, list[str]] = {}  # the labels of the lines on each curve
     reread: set[tuple] = set()
     for ln in lines:
         curve = tuple((x, float(f"{c.floor['pcie_floor_us']:.3g}")) for x, c in ln.points
@@ -323,10 +324,17 @@ def _draw_floors(ax, lines: list[Line]) -> None:
             names = curves.setdefault(curve, [])
             if ln.impl not in names:
                 names.append(ln.impl)
+            series.setdefault(curve, []).append(ln.label)
             if any(reread_share(c.work or {}) is not None for _, c in ln.points):
                 reread.add(curve)
+    # Named by implementation; where two curves share those names (one implementation at two item
+    # sizes), by the lines they belong to.
+    by_impl = [", ".join(impls) for impls in curves.values()]
     for k, (curve, impls) in enumerate(curves.items()):
-        label = "PCIe floor" if len(curves) == 1 else f"PCIe floor ({', '.join(impls)})"
+        name = ", ".join(impls)
+        if by_impl.count(name) > 1:
+            name = ", ".join(series[curve])
+        label = "PCIe floor" if len(curves) == 1 else f"PCIe floor ({name})"
         if curve in reread:
             label += " [rows re-read: not a floor]"
         ax.plot([p[0] for p in curve], [p[1] for p in curve], color=_FLOOR_GREYS[k % len(_FLOOR_GREYS)],
@@ -338,7 +346,14 @@ def _line_figure(run: RunRecord, out_dir: Path, spec: Figure, cases: list[CaseRe
     cases = _ok(run) if cases is None else cases
     panels = {}
     for key, lines in _panels(cases, spec.x_key, spec.panel_keys).items():
-        kept = [ln for ln in lines if sum(spec.y_of(c) is not None for _, c in ln.points) >= spec.min_points]
+        count = {id(ln): sum(spec.y_of(c) is not None for _, c in ln.points) for ln in lines}
+        kept = [ln for ln in lines if count[id(ln)] >= spec.min_points]
+        # A series over fewer than half the x values of the panel's widest is a slice that another
+        # figure is about (default.yaml's 584 / 100 B rows at batch 1 and 64 only: item_size.png). Drawn
+        # here it is a straight line from b1 to b64 across the grid, with its own PCIe floor and a
+        # variant word on every label.
+        widest = max((count[id(ln)] for ln in kept), default=0)
+        kept = [ln for ln in kept if 2 * count[id(ln)] >= widest]
         if kept:
             panels[key] = kept
     if not panels:

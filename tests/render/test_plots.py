@@ -147,6 +147,28 @@ def test_latency_is_log_log_one_panel_per_workload_with_the_pcie_floor(monkeypat
                                    "multi_step · PDL off"}  # the hot-8192 case is one point: no line
 
 
+def test_a_slice_over_few_batches_is_left_to_its_own_figure(monkeypatch, tmp_path):
+    """default.yaml's serving panel: a 7-batch grid at 576 B, and 584 B rows at batch 1 and 64 only.
+    The slice is item_size.png's subject; in a plot vs batch it would be a straight b1-b64 line."""
+    from dataclasses import replace
+
+    grid = [_case("multi_step", "serving", b, True, base=60 + b) for b in (1, 2, 4, 8, 16, 32, 64)]
+    odd = [replace(c, params={**c.params, "item_size_bytes": 584}, case_id=c.case_id + "/i584",
+                   floor={**c.floor, "pcie_floor_us": 1.0})
+           for c in (_case("multi_step", "serving", b, True, base=70 + b) for b in (1, 64))]
+    figs = _capture(monkeypatch)
+    plots.latency_vs_batch(_run(grid + odd), tmp_path)
+    lines = figs["latency_vs_batch.png"][0]["lines"]
+    assert set(lines) == {"PCIe floor", "multi_step"}  # no 584 B line, floor or label word
+    assert lines["multi_step"]["x"] == [1, 2, 4, 8, 16, 32, 64]
+    # Where every series has the same few batches (configs/ci.yaml: 1 and 64), all are drawn.
+    figs = _capture(monkeypatch)
+    plots.latency_vs_batch(_run([c for c in grid if c.params["batch"] in (1, 64)] + odd), tmp_path)
+    assert set(figs["latency_vs_batch.png"][0]["lines"]) == {
+        "PCIe floor (multi_step · 576 B items)", "PCIe floor (multi_step · 584 B items)",
+        "multi_step · 576 B items", "multi_step · 584 B items"}  # two floors, told apart by their lines
+
+
 def test_a_floor_per_distinct_byte_count_named_by_implementation(monkeypatch, tmp_path):
     figs = _capture(monkeypatch)
     plots.latency_vs_batch(_full_run(), tmp_path)  # _case: floor = 0.6 x its own base time
