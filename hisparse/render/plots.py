@@ -315,7 +315,7 @@ def _draw_floors(ax, lines: list[Line]) -> None:
     A curve with a case whose host rows are read more than once (hisparse.results.model.reread_share)
     is labelled so: it counts rows copied, and the case can run under it."""
     curves: dict[tuple, list[str]] = {}
-    series: dict[tuple, list[str]] = {}  # the labels of the lines on each curve
+    series: dict[tuple, list[str]] = {}  # the labels of the lines on each curve ("impl · variant words")
     reread: set[tuple] = set()
     for ln in lines:
         curve = tuple((x, float(f"{c.floor['pcie_floor_us']:.3g}")) for x, c in ln.points
@@ -328,12 +328,14 @@ def _draw_floors(ax, lines: list[Line]) -> None:
             if any(reread_share(c.work or {}) is not None for _, c in ln.points):
                 reread.add(curve)
     # Named by implementation; where two curves share those names (one implementation at two item
-    # sizes), by the lines they belong to.
+    # sizes), by the variant words all their lines share ("576 B items · 2 steps").
     by_impl = [", ".join(impls) for impls in curves.values()]
     for k, (curve, impls) in enumerate(curves.items()):
         name = ", ".join(impls)
         if by_impl.count(name) > 1:
-            name = ", ".join(series[curve])
+            words = [set(label.split(" · ")[1:]) for label in series[curve]]
+            common = [w for w in series[curve][0].split(" · ")[1:] if all(w in ws for ws in words)]
+            name = " · ".join(common) or name
         label = "PCIe floor" if len(curves) == 1 else f"PCIe floor ({name})"
         if curve in reread:
             label += " [rows re-read: not a floor]"
