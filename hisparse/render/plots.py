@@ -311,7 +311,8 @@ def _draw_line(ax, ln: Line, fig_spec: Figure, x_pos: dict | None = None) -> Non
 
 
 def _draw_floors(ax, lines: list[Line]) -> None:
-    """One grey line per distinct PCIe floor curve (the planned copy moves more bytes: its own floor).
+    """One grey line per distinct PCIe floor curve (the planned copy moves more bytes: its own floor),
+    named by its implementations, or by its lines' shared variant words where those names repeat.
     A curve with a case whose host rows are read more than once (hisparse.results.model.reread_share)
     is labelled so: it counts rows copied, and the case can run under it."""
     curves: dict[tuple, list[str]] = {}
@@ -333,9 +334,8 @@ def _draw_floors(ax, lines: list[Line]) -> None:
     for k, (curve, impls) in enumerate(curves.items()):
         name = ", ".join(impls)
         if by_impl.count(name) > 1:
-            words = [set(label.split(" · ")[1:]) for label in series[curve]]
-            common = [w for w in series[curve][0].split(" · ")[1:] if all(w in ws for ws in words)]
-            name = " · ".join(common) or name
+            first, *rest = (label.split(" · ")[1:] for label in series[curve])
+            name = " · ".join(w for w in first if all(w in r for r in rest)) or name
         label = "PCIe floor" if len(curves) == 1 else f"PCIe floor ({name})"
         if curve in reread:
             label += " [rows re-read: not a floor]"
