@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepared for the next session's first device call (not run). Carry .whl and .sgl.
-# (Ran as results/probes/commit-stalls-h200-20261203/run-call1.sh without `--clock-control none`, since added here.)
+# (Ran in the twenty-fourth session's call 1, results/probes/commit-stalls-h200-20261203/, without
+# `--clock-control none`, since added here.)
 #   bash results/probes/tiles-h200-20261203/run-next.sh SHA
 # 1. ncu's stall reasons of the b1 commit (PDL off: the commit alone), ~60 s: what bounds its ~10.6 us.
 # 2. vs-sglang's headline view (56 cases) on the tree, for the side-by-side figures of the landed gather
