@@ -1,25 +1,33 @@
-"""The host KV cache of the workloads: one pinned buffer per item size, shared by every case of a process.
+"""The host KV cache of the workloads: one host arena per (device type, allocation kind), shared by every
+case of a process.
 
 Why a pool: a `distinct` case at batch 64 reads its misses from its own host rows, so its host cache
-is 3-6 GB; pinning and filling that for every case (and every timing round) dominated the wall time
-of a sweep, while the kernels only ever read it. Its bytes depend on the row number alone (row r holds
-the int64 words ``r * TOKEN_SCALE + w``, see ``fill_pattern``), so a prefix of a larger buffer is
-exactly the host cache of a smaller case: the pool keeps one buffer per (item size, device), grows
-it geometrically when a case needs more rows, and hands out views.
+is 3-6 GB, and a case in the decode regime has one such pool per layer (up to the config's host-memory
+budget, 48 GiB by default); pinning and filling that for every case (and every timing round) would
+dominate the wall time of a sweep, while the kernels only ever read it. Its bytes depend on the row number
+alone (row r holds the int64 words ``r * TOKEN_SCALE + w``, see ``fill_pattern``), so rows of a larger
+arena are exactly the host cache of a smaller case: the pool keeps one arena of bytes, fills it with the
+rows of the item size in use (again when another item size asks), grows it when a case needs more
+(``reserve`` sizes it once for a whole sweep) and hands out views.
 
-``offset_rows`` shifts the view: ``view[r]`` is pool row ``offset_rows + r``. Timing rounds after the
-first use it to read the same logical rows from other physical pages (the time of a PCIe-bound swap
-can depend on where its buffers land); the bytes of a shifted view are those of the shifted rows, so
-only round 0 (offset 0), the one whose outputs are checked, has the documented pattern.
+``offset_rows`` shifts the view: ``view[r]`` is pool row ``offset_rows + r``. A case's layers sit at
+their own offsets (each layer's rows in memory of its own), and timing rounds after the first shift the
+whole case to read the same logical rows from other physical pages; a workload fills its device rows from
+the pattern of the rows it really reads (``offset_rows + r``), so every layer and round is checkable.
 """
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
-GROWTH = 1.5  # a larger case allocates 1.5x what it needs, so a sweep re-allocates a few times at most
+from hisparse.bench import host_alloc
+
+GROWTH = 1.5  # a larger case allocates 1.5x what it needs (below GROWTH_LIMIT_BYTES), so a sweep re-allocates rarely
+GROWTH_LIMIT_BYTES = 8 << 30  # above this, exactly what is needed (tens of GiB pinned: no slack)
+ALIGN_BYTES = 1 << 21
 
 Fill = Callable[[torch.Tensor, torch.Tensor, int, torch.device], None]
 
@@ -31,39 +39,70 @@ def kv_shape(rows: int, item_size_bytes: int) -> tuple[tuple[int, int], torch.dt
     return (rows, item_size_bytes), torch.uint8
 
 
-class HostCachePool:
-    """Pinned (on a CUDA device) host rows per item size; ``view`` returns ``rows`` rows of it."""
-
-    def __init__(self, fill: Fill) -> None:
-        self._fill = fill  # fill(dst, rows, item_size_bytes, device): the pattern of `rows` into dst, computed on device
-        self._buffers: dict[tuple[int, str], torch.Tensor] = {}
-        self._lock = threading.Lock()
-
-    def view(self, rows: int, item_size_bytes: int, device: torch.device, *, offset_rows: int = 0) -> torch.Tensor:
-        if rows < 1 or offset_rows < 0:
-            raise ValueError(f"host cache: need rows >= 1 and offset_rows >= 0, got {rows}, {offset_rows}")
-        need = offset_rows + rows
-        key = (int(item_size_bytes), device.type)
-        with self._lock:
-            buf = self._buffers.get(key)
-            if buf is None or buf.shape[0] < need:
-                self._buffers.pop(key, None)
-                buf = None  # drop the smaller buffer before allocating the larger one
-                buf = self._allocate(int(need * GROWTH) if need > 1024 else need, item_size_bytes, device)
-                self._buffers[key] = buf
-            return buf[offset_rows:need]
-
-    def _allocate(self, rows: int, item_size_bytes: int, device: torch.device) -> torch.Tensor:
-        shape, dtype = kv_shape(rows, item_size_bytes)
-        buf = torch.empty(shape, dtype=dtype, pin_memory=device.type == "cuda")
-        self._fill(buf, torch.arange(rows), item_size_bytes, device)
-        return buf
-
-    def clear(self) -> None:
-        """Release every buffer (the next case allocates again)."""
-        with self._lock:
-            self._buffers.clear()
+@dataclass
+class _Arena:
+    allocation: host_alloc.HostAllocation
+    item_size_bytes: int = 0  # the rows it holds now (0: none yet)
+    filled_rows: int = 0
 
     @property
     def nbytes(self) -> int:
-        return sum(b.numel() * b.element_size() for b in self._buffers.values())
+        return self.allocation.nbytes
+
+    def rows(self, item_size_bytes: int) -> torch.Tensor:
+        """The whole arena as rows of ``item_size_bytes`` (kv_shape)."""
+        n = self.nbytes // item_size_bytes
+        shape, dtype = kv_shape(n, item_size_bytes)
+        return self.allocation.tensor[:n * item_size_bytes].view(dtype).view(shape)
+
+
+class HostCachePool:
+    """Host rows per item size, device-readable on CUDA; ``view`` returns ``rows`` rows of it."""
+
+    def __init__(self, fill: Fill) -> None:
+        self._fill = fill  # fill(dst, rows, item_size_bytes, device): the pattern of `rows` into dst, computed on device
+        self._arenas: dict[tuple[str, str], _Arena] = {}
+        self._lock = threading.Lock()
+
+    def view(self, rows: int, item_size_bytes: int, device: torch.device, *, offset_rows: int = 0,
+             kind: str = host_alloc.DEFAULT_HOST_ALLOCATION) -> torch.Tensor:
+        if rows < 1 or offset_rows < 0:
+            raise ValueError(f"host cache: need rows >= 1 and offset_rows >= 0, got {rows}, {offset_rows}")
+        need = offset_rows + rows
+        with self._lock:
+            arena = self._arena(need * item_size_bytes, device, kind, grow=True)
+            if arena.item_size_bytes != item_size_bytes:
+                arena.item_size_bytes, arena.filled_rows = item_size_bytes, 0
+            table = arena.rows(item_size_bytes)
+            if arena.filled_rows < need:
+                lo = arena.filled_rows
+                self._fill(table[lo:need], torch.arange(lo, need), item_size_bytes, device)
+                arena.filled_rows = need
+            return table[offset_rows:need]
+
+    def reserve(self, nbytes: int, device: torch.device, kind: str = host_alloc.DEFAULT_HOST_ALLOCATION) -> int:
+        """Make the arena at least ``nbytes`` (a sweep's largest case, before its first case): one
+        allocation instead of one per larger case. Returns the arena's size."""
+        with self._lock:
+            return self._arena(nbytes, device, kind, grow=False).nbytes
+
+    def _arena(self, nbytes: int, device: torch.device, kind: str, *, grow: bool) -> _Arena:
+        key = (device.type, kind)
+        arena = self._arenas.get(key)
+        if arena is None or arena.nbytes < nbytes:
+            self._arenas.pop(key, None)
+            arena = None  # drop the smaller arena (freed once no view holds it) before allocating the larger
+            size = nbytes if not grow or nbytes > GROWTH_LIMIT_BYTES or nbytes <= 1 << 20 else int(nbytes * GROWTH)
+            size = -(-size // ALIGN_BYTES) * ALIGN_BYTES
+            arena = _Arena(host_alloc.allocate(size, kind, device))
+            self._arenas[key] = arena
+        return arena
+
+    def clear(self) -> None:
+        """Release every arena (the next case allocates again)."""
+        with self._lock:
+            self._arenas.clear()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self._arenas.values())

@@ -35,19 +35,33 @@ def test_a_view_is_the_documented_pattern_of_its_rows_for_any_item_size():
             assert int(v[7, 3]) == 7 * TOKEN_SCALE + 3
 
 
-def test_smaller_cases_reuse_the_buffer_and_a_larger_one_grows_it():
+def test_smaller_cases_reuse_the_arena_and_a_larger_one_grows_it():
     pool, calls = pool_with_counter()
     a = pool.view(2000, 576, CPU)
     b = pool.view(1500, 576, CPU)
-    assert calls == [3000]  # 1.5x the first request, then no new fill
+    assert calls == [2000]  # the rows asked for are filled, once; a smaller view fills nothing
     assert b.data_ptr() == a.data_ptr()
+    assert pool.nbytes >= int(2000 * 576 * 1.5)  # room to grow into without a new allocation
+    pool.view(2500, 576, CPU)
+    assert calls == [2000, 500]  # only the new rows
     c = pool.view(4000, 576, CPU)
-    assert calls == [3000, 6000]
-    assert torch.equal(c[:2000], a)  # same bytes in the new buffer
-    pool.view(10, 656, CPU)  # another item size has its own buffer
-    assert len(calls) == 3 and pool.nbytes == 6000 * 576 + 10 * 656
+    assert calls == [2000, 500, 4000]  # a larger arena: filled from its start
+    assert torch.equal(c[:2000], a)  # same bytes in the new arena
+    assert torch.equal(a, expected_rows(0, 2000, 576))  # the old arena lives while a view of it does
+    d = pool.view(10, 656, CPU)  # another item size: the same arena, filled with that size's rows
+    assert calls[-1] == 10 and torch.equal(d, expected_rows(0, 10, 656))
+    assert torch.equal(pool.view(100, 576, CPU), expected_rows(0, 100, 576))  # and back, refilled
     pool.clear()
     assert pool.nbytes == 0
+
+
+def test_reserve_sizes_the_arena_once():
+    pool, calls = pool_with_counter()
+    assert pool.reserve(10 << 20, CPU) >= 10 << 20
+    size = pool.nbytes
+    pool.view(1000, 576, CPU)
+    pool.view(8000, 576, CPU)
+    assert pool.nbytes == size and calls == [1000, 7000]
 
 
 def test_an_offset_view_reads_the_shifted_rows_from_other_memory():
