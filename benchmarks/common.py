@@ -102,7 +102,12 @@ def _load_regression_config(load_config):
     import yaml  # noqa: PLC0415
 
     data = yaml.safe_load(Path(CONFIG).read_text())
-    if not isinstance(data, dict) or not _drop_unknown_workloads(data, set(known)):
+    if not isinstance(data, dict):
+        return load_config(CONFIG)
+    dropped = _drop_unknown_workloads(data, set(known))
+    if hisparse_attr("config", "CONFIG_PARAM_DEFAULTS") is None:
+        dropped = _drop_layers(data) or dropped
+    if not dropped:
         return load_config(CONFIG)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / Path(CONFIG).name
@@ -146,6 +151,30 @@ def _drop_unknown_workloads(data: dict, known: set) -> bool:
         data["axes"], slices = {**axes, **slices[0]}, slices[1:]
     data["slices"] = slices
     return True
+
+
+def _drop_layers(data: dict) -> bool:
+    """Remove the decode regime's settings (``layers``, ``host_memory_budget_gib``, 2026-12-04) from a parsed
+    sweep config (in place) for a commit that predates them; True if any was. A slice that differed from
+    the main grid only by its ``layers`` would repeat the main grid's cases there, so it goes too."""
+    changed = data.pop("host_memory_budget_gib", None) is not None
+    for params in (data.get("workloads") or {}).values():
+        if isinstance(params, dict) and params.pop("layers", None) is not None:
+            changed = True
+    kept = []
+    for grid in data.get("slices") or []:
+        overrides = grid.get("workloads") if isinstance(grid, dict) else None
+        if isinstance(overrides, dict):
+            for params in overrides.values():
+                if isinstance(params, dict) and params.pop("layers", None) is not None:
+                    changed = True
+            if not any(overrides.values()):
+                changed = True
+                continue
+        kept.append(grid)
+    if "slices" in data:
+        data["slices"] = kept
+    return changed
 
 
 def case_params(case) -> dict:
@@ -201,7 +230,9 @@ class Prepared:
         round on a fresh one at another placement (``hisparse.bench.measure.time_rounds``), so that asv's
         median pools the same placements as a `hisparse-bench run` file. A commit without
         ``time_rounds`` times one round."""
-        settings = hisparse_attr("timing", "Settings").of(self.case.timing)
+        case_settings = hisparse_attr("measure", "case_settings")  # whole decode steps per graph, where it exists
+        settings = (case_settings(self.case) if case_settings is not None
+                    else hisparse_attr("timing", "Settings").of(self.case.timing))
         self.workload.reset()
         samples = list(hisparse_attr("timing", "time_calls")(self.bound.call, reset=self.workload.reset, settings=settings,
                                               device=self.backend.device).samples_us)

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import torch
 
 from hisparse.bench import implementations
+from hisparse.errors import HisparseError
 
 SINGLE, MULTI, PLANNED = "single", "multi", "planned"
 # Bit-exact LRU comparison clones device_buffer (and the small tables) on the device; above this many
@@ -238,7 +239,65 @@ class BoundCall:
         return CallRecord(copies=tuple(copies), occurrences=occurrences, hits=hits)
 
 
-def bind(implementation: str, backend: Any, workload: Any, *, pdl: bool | None = None) -> BoundCall:
+class CopyMismatch(HisparseError):
+    """A recorded call's copied rows are not the host rows it planned (a fast wrong kernel)."""
+
+
+@dataclass
+class LayeredCall:
+    """The calls of a case in the decode regime (hisparse.bench.workload.LayeredWorkload): call i swaps
+    layer ``workload.next_layer`` (i mod L after a reset) with that layer's own BoundCall, so a captured
+    graph of n calls runs layers 0, 1, ..., L-1, 0, ... as a decode step does. The first recorded call of
+    each layer after a reset also checks, byte for byte, that every row it copied is its host row."""
+
+    workload: Any  # LayeredWorkload
+    layers: list[BoundCall]
+
+    def _next(self) -> tuple[int, BoundCall]:
+        layer = self.workload.next_layer
+        self.workload.next_layer = (layer + 1) % len(self.layers)
+        return layer, self.layers[layer]
+
+    def call(self) -> None:
+        self.layers[self._next()[0]].call()
+
+    def checked_call(self) -> list:
+        layer, bound = self._next()
+        return [_label(v, f"layer {layer}") for v in bound.checked_call()]
+
+    def recorded_call(self) -> CallRecord:
+        layer, bound = self._next()
+        record = bound.recorded_call()
+        if bound.workload.calls_since_reset == 1 and (bad := verify_copies(record)):
+            raise CopyMismatch(f"recorded call of layer {layer}: {bad}")
+        return record
+
+
+def verify_copies(record: CallRecord) -> str | None:
+    """Why a recorded call's copies differ from their host rows (the first differing row), or None."""
+    from hisparse.kernels.reference.bytes import as_rows  # noqa: PLC0415
+
+    for c in record.copies:
+        if c.src_rows.numel() == 0:
+            continue
+        item = c.host_cache.shape[-1] * c.host_cache.element_size()
+        host, dev = as_rows(c.host_cache, item), as_rows(c.dst_buffer, item)
+        got = dev.index_select(0, c.dst_rows.to(dev.device, torch.int64)).cpu()
+        want = host.index_select(0, c.src_rows.to(host.device)).cpu()
+        bad = torch.nonzero((got != want).any(dim=1)).flatten()
+        if bad.numel():
+            i = int(bad[0])
+            return (f"device row {int(c.dst_rows[i])} != host row {int(c.src_rows[i])} "
+                    f"({bad.numel()} of {c.src_rows.numel()} copied rows differ)")
+    return None
+
+
+def bind(implementation: str, backend: Any, workload: Any, *, pdl: bool | None = None) -> BoundCall | LayeredCall:
+    """The calls of ``implementation`` over ``workload`` (one layer's, or each layer's of a decode-regime
+    workload, taken in turn)."""
+    layers = getattr(workload, "layers", None)
+    if layers is not None:
+        return LayeredCall(workload, [BoundCall(implementation, backend, w, pdl) for w in layers])
     return BoundCall(implementation, backend, workload, pdl)
 
 

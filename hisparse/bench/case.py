@@ -51,6 +51,22 @@ SERVING_CONTEXT_MIN = 16_384
 SERVING_CONTEXT_MAX = 131_072
 SERVING_MAX_POOL_BYTES = 12 << 30
 
+# The decode regime (docs/semantics.md, "Regimes"). A decode step runs every layer of the model once, each
+# layer with its own host KV pool, and attention and the MLP between two swaps: the GPU's translations of a
+# layer's host pages are cold when its swap comes round again. `layers` (L) gives a case L independent
+# layers (own host rows in memory of their own, own device buffer, own swap state) and the timed graph
+# issues its calls layer after layer, 0, 1, ..., L-1, 0, ... L = 1 is the warm regime: every call on one
+# pool, back to back, as a bare kernel benchmark (and every run before 2026-12-04) times it.
+# Measured on the H200 (2026-12-04, 50,048 scattered rows of 576 B per call): 45.7 GB/s back to back on one
+# 3 GB pool, 24.2 GB/s rotating over 8 such pools.
+DEFAULT_LAYERS = 61  # a config's default: DeepSeek-V3.2's 61 layers, capped by its host-memory budget
+MAX_LAYERS = 1024
+DEFAULT_HOST_MEMORY_BUDGET_GIB = 48.0  # a config's default (`host_memory_budget_gib`) on a 128 GiB node
+LAYERED_WORKLOADS = ("serving", "trace", "distinct")
+# Per-layer host regions start on whole 2 MiB spans: each layer's pool is its own allocation in an engine,
+# so no two layers share a huge page or a 4 KiB page.
+LAYER_ALIGN_BYTES = 2 << 20
+
 
 class PatternGeometry(NamedTuple):
     """Shape of the upstream-style pattern for one (top_k, steps): per step ``top_k - misses_per_step``
@@ -215,6 +231,10 @@ WORKLOAD_PARAMS: dict[str, dict[str, ParamSpec]] = {
     },
 }
 
+_LAYERS_SPEC = ParamSpec(int, 1, lo=1, hi=MAX_LAYERS)  # 1 for a Case built without it (ids without it mean 1)
+for _name in LAYERED_WORKLOADS:
+    WORKLOAD_PARAMS[_name]["layers"] = _LAYERS_SPEC
+
 _TIMING_SPEC: dict[str, ParamSpec] = {
     "warmup_calls": ParamSpec(int, 5, lo=0, hi=100_000),
     "calls_per_graph": ParamSpec(int, 100, lo=1, hi=100_000),
@@ -287,6 +307,12 @@ def format_case_id(params: Mapping[str, Any]) -> str:
     if params.get("seed", 0) != 0:
         parts.append(f"seed={params['seed']}")
     return "/".join(parts)
+
+
+def _stored_workload_params(params: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    """A case's workload parameters as stored: ``layers`` only where it is not 1, so that the params (and
+    the config hashes) of warm-regime cases are those written before the parameter existed."""
+    return {k: v for k, v in params if not (k == "layers" and v == 1)}
 
 
 @dataclass(frozen=True)
@@ -380,6 +406,26 @@ class Case:
         return self.implementation in PLANNED_IMPLEMENTATIONS
 
     @property
+    def layers(self) -> int:
+        """L of the decode regime (1: the warm regime; workloads without the parameter have 1)."""
+        return int(self.workload_params_dict.get("layers", 1))
+
+    @property
+    def graph_calls(self) -> int:
+        """Calls in one timed graph: ``calls_per_graph`` rounded up to whole decode steps (a multiple of
+        ``layers``), so that every replay visits every layer as often as every other."""
+        return -(-int(self.timing.calls_per_graph) // self.layers) * self.layers
+
+    def layer_timing(self) -> TimingSettings:
+        """The timing settings one layer of the case sees: its share of the calls (each layer takes every
+        L-th call), which sizes its data (the calls it must hold between resets)."""
+        if self.layers == 1:
+            return self.timing
+        per = lambda n: -(-int(n) // self.layers)  # noqa: E731
+        return replace(self.timing, calls_per_graph=self.graph_calls // self.layers,
+                       warmup_calls=per(self.timing.warmup_calls), check_calls=per(self.timing.check_calls))
+
+    @property
     def occurrences(self) -> int:
         return self.steps * self.top_k
 
@@ -397,7 +443,7 @@ class Case:
         return {"implementation": self.implementation, "workload": self.workload, "batch": self.batch,
                 "steps": self.steps, "top_k": self.top_k, "hot_buffer_size": self.hot_buffer_size,
                 "item_size_bytes": self.item_size_bytes, "pdl": self.pdl, "shared_layers": self.shared_layers,
-                "workload_params": dict(self.workload_params), "seed": self.seed}
+                "workload_params": _stored_workload_params(self.workload_params), "seed": self.seed}
 
     @classmethod
     def from_dict(cls, params: Mapping[str, Any], timing: TimingSettings | Mapping | None = None) -> "Case":
@@ -532,12 +578,68 @@ def _serving_prune_reason(wp: Mapping[str, Any], params: Mapping[str, Any], s: i
     return None
 
 
+def host_rows_per_layer(params: Mapping[str, Any], timing: TimingSettings | None = None) -> int:
+    """Host rows one layer of a case reads from (an estimate where the workload is random; torch-free, for
+    the host-memory budget before anything is built): `serving` its requests' regions at context_max,
+    `distinct` and `upstream` exactly, `trace` from its miss rate (each token of each request its own row)."""
+    timing = timing or TimingSettings()
+    wp = dict(params.get("workload_params") or {})
+    layers = int(wp.get("layers", 1))
+    calls = -(-max(timing.max_calls_per_reset, -(-timing.calls_per_graph // layers) * layers) // layers)
+    bs, s, k, h = (int(params[key]) for key in ("batch", "steps", "top_k", "hot_buffer_size"))
+    workload = params["workload"]
+    if workload == "serving":
+        context = wp.get("context_max", WORKLOAD_PARAMS["serving"]["context_max"].default)
+        return bs * serving_region_rows(int(context))
+    if workload in ("upstream", "distinct"):
+        g = pattern_geometry(k, s)
+        span = h + g.advance * calls + g.unique
+        return span if workload == "upstream" else h + bs * (span - h)
+    rate = float(wp.get("miss_rate", WORKLOAD_PARAMS["trace"]["miss_rate"].default))
+    return bs * (h + k + int(1.25 * calls * s * k * rate))  # trace: fresh tokens per request, with a margin
+
+
+def layer_stride_rows(rows: int, item_size_bytes: int) -> int:
+    """Rows from one layer's host region to the next: ``rows`` rounded up to whole LAYER_ALIGN_BYTES spans
+    (in whole rows, so that every layer's rows keep the pool's row pattern, workload.fill_pattern)."""
+    span = -(-rows * item_size_bytes // LAYER_ALIGN_BYTES) * LAYER_ALIGN_BYTES
+    return -(-span // item_size_bytes)
+
+
+def host_bytes_per_layer(params: Mapping[str, Any], timing: TimingSettings | None = None) -> int:
+    """Host bytes one layer holds: its rows, and its shared layers' own rows for a planned case."""
+    item = int(params["item_size_bytes"])
+    stride = layer_stride_rows(host_rows_per_layer(params, timing), item)
+    own_hosts = 1 + (int(params.get("shared_layers") or 0)
+                     if params["implementation"] in PLANNED_IMPLEMENTATIONS and params["workload"] != "upstream" else 0)
+    return own_hosts * stride * item
+
+
+def host_bytes(case: "Case") -> int:
+    """Host bytes all of a case's layers hold (``host_bytes_per_layer`` x layers)."""
+    return case.layers * host_bytes_per_layer(case.to_dict(), case.timing)
+
+
+def cap_layers(case: "Case", budget_bytes: float) -> "Case":
+    """``case`` with its layers capped so that all of them fit in ``budget_bytes`` of host memory (at least 1).
+    The case id names the layers used, so a capped case is another case than the uncapped one."""
+    if case.layers == 1:
+        return case
+    per_layer = host_bytes_per_layer(case.to_dict(), case.timing)
+    fit = max(1, int(budget_bytes // per_layer))
+    if fit >= case.layers:
+        return case
+    return replace(case, workload_params={**case.workload_params_dict, "layers": fit})
+
+
 def serving_region_rows(context: int) -> int:
     """Host rows of one request's region: its context rounded up to whole pages (a page allocator's unit)."""
     return -(-context // PAGE_SIZE) * PAGE_SIZE
 
 
 __all__ = [
+    "DEFAULT_HOST_MEMORY_BUDGET_GIB", "DEFAULT_LAYERS", "LAYERED_WORKLOADS", "cap_layers", "host_bytes", "host_bytes_per_layer",
+    "host_rows_per_layer", "layer_stride_rows",
     "AXES", "AXIS_SPECS", "BASELINE_OF", "DEFAULT_IMPLEMENTATIONS", "IMPLEMENTATIONS", "LRU_IMPLEMENTATIONS", "MULTI_STEP_IMPLEMENTATIONS",
     "PLANNED_IMPLEMENTATIONS", "WORKLOADS", "WORKLOAD_PARAMS",
     "Case", "ParamSpec", "PatternGeometry", "Pruned", "TimingSettings", "format_case_id", "pattern_geometry",

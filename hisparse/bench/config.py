@@ -23,7 +23,9 @@ slices:                        # more grids: `axes` with some axes replaced; the
   - {workload: serving, batch: 64,              # a slice may also replace workload parameters
      workloads: {serving: {context_max: [32768, 262144]}}}
 workloads:                     # name -> parameters; a parameter may be an axis too
+  serving: {layers: [61, 1]}   # serving, trace, distinct: decode regime over L layers (default 61), 1 = warm
   trace: {miss_rate: {values: [0.05, 0.2], ci: [0.05]}, step_overlap: 0.8, locality: 0.5}
+host_memory_budget_gib: 48    # host memory the layers of one case may take (caps `layers`; default 48)
 timing: {warmup_calls: 5, calls_per_graph: 100, replays: 10, l2_flush: true, check_calls: 2,
          rounds: 1,            # rounds: 1..20 timings per case, each on a fresh workload
          replays_per_sample: 1}  # replays: samples per round, each the mean of replays_per_sample replays
@@ -56,6 +58,8 @@ from hisparse.bench.case import (
     AXES,
     DEFAULT_IMPLEMENTATIONS,
     AXIS_SPECS,
+    DEFAULT_HOST_MEMORY_BUDGET_GIB,
+    DEFAULT_LAYERS,
     WORKLOAD_PARAMS,
     WORKLOADS,
     Case,
@@ -63,13 +67,19 @@ from hisparse.bench.case import (
     Pruned,
     TimingSettings,
     _Invalid,
+    cap_layers,
     format_case_id,
     prune_reason,
 )
 from hisparse import env
 from hisparse.errors import ConfigError
 
-TOP_LEVEL_KEYS = ("name", "description", "track", "seed", "axes", "slices", "workloads", "timing", "exclude", "views")
+TOP_LEVEL_KEYS = ("name", "description", "track", "seed", "axes", "slices", "workloads", "host_memory_budget_gib",
+                  "timing", "exclude", "views")
+# A config's defaults that differ from a bare Case's: a sweep models a decode step of DeepSeek-V3.2 (61
+# layers, each its own host pool) unless it says otherwise; a Case built in code has one layer.
+CONFIG_PARAM_DEFAULTS = {"layers": DEFAULT_LAYERS}
+_BUDGET_SPEC = ParamSpec(float, DEFAULT_HOST_MEMORY_BUDGET_GIB, lo=0.001, hi=1 << 20)
 _NON_AXIS_PARAMS = ("seed",)
 
 
@@ -216,6 +226,9 @@ class SweepConfig:
     # Named subsets: name -> filter expressions (compile_filter's syntax), so that a config's headline
     # is written once, beside the grid it selects from, not retyped as --filter's on every run.
     views: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Host memory one case's layers may take: caps `layers` at expansion (case.cap_layers), so a case id
+    # names the layers it ran with.
+    host_memory_budget_gib: float = DEFAULT_HOST_MEMORY_BUDGET_GIB
 
     def selection(self, view: str | None, filters: Sequence[str] = ()) -> tuple[str, ...]:
         """The filters a run or listing applies: the view's (if named), then the explicit ones. An
@@ -231,7 +244,8 @@ class SweepConfig:
 
     def workload_axes(self, workload: str, overrides: Mapping[str, Mapping[str, Axis]] | None = None) -> dict[str, Axis]:
         given = {**self.workloads.get(workload, {}), **(overrides or {}).get(workload, {})}
-        return {k: given.get(k, Axis.of(spec.default)) for k, spec in WORKLOAD_PARAMS[workload].items()}
+        return {k: given.get(k, Axis.of(CONFIG_PARAM_DEFAULTS.get(k, spec.default)))
+                for k, spec in WORKLOAD_PARAMS[workload].items()}
 
     def expand(self, ci: bool = False, filters: Sequence[str] = ()) -> Expansion:
         """Cartesian product of every grid (``axes`` and each slice), pruned with reasons,
@@ -239,6 +253,7 @@ class SweepConfig:
         if isinstance(filters, str):
             filters = (filters,)
         predicates = [compile_filter(f) for f in filters]
+        budget = self.host_memory_budget_gib * (1 << 30)
         cases: dict[str, Case] = {}
         pruned: dict[tuple[str, str], Pruned] = {}
         for grid, overrides in self.grids():
@@ -249,6 +264,7 @@ class SweepConfig:
                 for wcombo in itertools.product(*(a.pick(ci) for a in waxes.values())):
                     case = Case.from_dict({**p, "workload_params": dict(zip(waxes, wcombo)), "seed": self.seed},
                                           self.timing)
+                    case = cap_layers(case, budget)
                     params = case.to_dict()
                     reason = prune_reason(params, self.timing) or self._excluded(params)
                     if reason is not None:
@@ -374,9 +390,11 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
 
     exclude = _parse_exclude(ctx, top.get("exclude"))
     views = _parse_views(ctx, top.get("views"))
+    budget = ctx.value(_BUDGET_SPEC, top.get("host_memory_budget_gib", DEFAULT_HOST_MEMORY_BUDGET_GIB),
+                       "host_memory_budget_gib")
     return SweepConfig(name=cfg_name, path=Path(path) if path is not None else None, axes=axes, timing=timing,
                        workloads=workloads, seed=seed, track=track, description=description,
-                       slices=tuple(slices), exclude=exclude, views=views)
+                       slices=tuple(slices), exclude=exclude, views=views, host_memory_budget_gib=budget)
 
 
 def _parse_workloads(ctx: _Ctx, raw: Any, key: str) -> dict[str, dict[str, Axis]]:

@@ -16,6 +16,10 @@
   the rows sequential LRU copies: 27 GB/s shuffled, 36 GB/s in the kernel's order, 48 GB/s sorted
   (docs/perf-notes.md).
 
+- In the decode regime (a case of ``layers`` > 1), the gather floor gathers each recorded call's rows from
+  its own layer's pool, layer after layer, as the case does; ``gather_warm_us`` is the same gather with
+  every call on one pool (the warm regime), so each case shows what the translation of host pages costs it.
+
 The ratios of a case's median to these floors (and its GB/s) are not stored: they are computed from
 the result when read (hisparse.results.model.derived_figures).
 """
@@ -159,22 +163,43 @@ def gather_calls(records: list[CallRecord]) -> list[list[tuple[Any, Any, Any, An
     return out
 
 
+def warm_calls(calls: list[list[tuple[Any, Any, Any, Any]]]) -> list[list[tuple[Any, Any, Any, Any]]]:
+    """The same rows, every call on the first call's host pool and device buffer: the bare gather in the
+    warm regime (one pool, translations cached from call to call) of a decode-regime case's rows. A row
+    keeps its place in its pool, so the pages a call touches have the same layout, in one pool."""
+    first = next((call[0] for call in calls if call), None)
+    if first is None:
+        return calls
+    return [[(src, dst, first[2], first[3]) for src, dst, _host, _buf in call] for call in calls]
+
+
 def measure_gather_floor(backend: Any, records: list[CallRecord], settings: timing.Settings,
-                         item_size_bytes: int) -> timing.Measurement | None:
-    """Time the bare gather of the recorded rows like the case itself; None when nothing was copied."""
+                         item_size_bytes: int, *, warm: bool = False) -> timing.Measurement | None:
+    """Time the bare gather of the recorded rows like the case itself (its layers in turn, where it has
+    several); ``warm``: all of them from the first layer's pool (``warm_calls``). None when nothing was
+    copied."""
     calls = gather_calls(records)
     if not any(calls):
         return None
+    if warm:
+        calls = warm_calls(calls)
     fn = _GatherCalls(backend, calls, item_size_bytes)
     return timing.time_calls(fn, reset=fn.reset, settings=settings, device=backend.device)
 
 
-def floor_dict(work: Work, gather: timing.Measurement | None, pinned: PinnedBandwidth) -> dict[str, Any]:
+def floor_dict(work: Work, gather: timing.Measurement | None, pinned: PinnedBandwidth,
+               gather_warm: timing.Measurement | None = None) -> dict[str, Any]:
+    """A result's ``floor``: the PCIe floor, the gather floor in the case's own regime and, for a case in
+    the decode regime, ``gather_warm_us``: the same gather in the warm regime (what translation costs it)."""
     pcie = None
     if pinned.gbps:
         pcie = work.bytes_per_call / (pinned.gbps * 1e3)  # bytes / (GB/s) -> us
-    return {
+    out = {
         "pcie_floor_us": pcie,
         "gather_floor_us": stats.median(gather.samples_us) if gather is not None else None,
         "gather_samples_us": list(gather.samples_us) if gather is not None else [],
     }
+    if gather_warm is not None:
+        out["gather_warm_us"] = stats.median(gather_warm.samples_us)
+        out["gather_warm_samples_us"] = list(gather_warm.samples_us)
+    return out

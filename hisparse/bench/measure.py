@@ -101,8 +101,19 @@ def _device_buffer(workload: Any) -> Any:
     it), so rounds measured one device placement per process, and the run-to-run shift that rounds
     are meant to average stayed between processes. Held, each round got its own address and the
     stability probe's between-process spread fell from 4.9% to <= 1.1% (results/stability/README.md).
-    Holding it costs one device buffer per extra round (2.6 GB at the default config's largest case)."""
+    Holding it costs one device buffer per extra round (2.6 GB at the default config's largest case); a
+    case in the decode regime holds every layer's."""
+    layered = getattr(workload, "device_buffers", None)
+    if layered is not None:
+        return layered
     return getattr(getattr(workload, "buffers", None), "device_buffer", None)
+
+
+def case_settings(case: Any) -> timing.Settings:
+    """The timing settings of ``case`` as applied: its graph holds ``case.graph_calls`` calls (whole decode
+    steps in the decode regime)."""
+    return replace(timing.Settings.of(case.timing), calls_per_graph=int(getattr(case, "graph_calls",
+                                                                                  case.timing.calls_per_graph)))
 
 
 def time_round(case: Any, backend: Any, make_workload: Callable[..., Any], settings: timing.Settings,
@@ -170,7 +181,7 @@ def run_case(
     if (skip := skip_reason(case, backend)) is not None:
         return CaseResult(case.case_id, params, "skipped", reason=skip, settings=_settings_dict(case),
                           wall_s=time.perf_counter() - t0)
-    settings = timing.Settings.of(case.timing)
+    settings = case_settings(case)
     make_workload = make_workload or default_make_workload
     workload = bound = records = None
     held: list = []  # earlier rounds' device buffers (see _device_buffer)
@@ -200,6 +211,10 @@ def run_case(
         placements = [placement(workload)]
         held.append(_device_buffer(workload))  # its address stays taken: the next round lands elsewhere
         gather = floors_mod.measure_gather_floor(backend, records, settings, int(case.item_size_bytes))
+        gather_warm = None
+        if getattr(case, "layers", 1) > 1:
+            gather_warm = floors_mod.measure_gather_floor(backend, records, settings, int(case.item_size_bytes),
+                                                          warm=True)
 
         for r in range(1, int(case.timing.rounds)):
             where = f"round {r}: "
@@ -219,7 +234,8 @@ def run_case(
         case_id=case.case_id, params=params, status="ok", reason=None,
         settings={**settings_of(rounds[0]), "rounds": int(case.timing.rounds)},
         runs=tuple(run_of(m, process=0, round_index=r, where=placements[r]) for r, m in enumerate(rounds)),
-        work=work.to_dict(), floor=floors_mod.floor_dict(work, gather, floors), wall_s=time.perf_counter() - t0,
+        work=work.to_dict(), floor=floors_mod.floor_dict(work, gather, floors, gather_warm),
+        wall_s=time.perf_counter() - t0,
     )
 
 

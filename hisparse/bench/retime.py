@@ -61,7 +61,7 @@ def retime_case(case: Any, result: CaseResult, backend: Any,
     ``result`` unchanged but for ``retime_errors``."""
     make = make_workload or measure.default_make_workload
     try:
-        rounds, placements = measure.time_rounds(case, backend, make, timing.Settings.of(case.timing),
+        rounds, placements = measure.time_rounds(case, backend, make, measure.case_settings(case),
                                                  range(int(case.timing.rounds)))
     except Exception as e:  # noqa: BLE001 (one case's failure is recorded; the others go on)
         return replace(result, retime_errors=result.retime_errors + (f"{type(e).__name__}: {e}",))

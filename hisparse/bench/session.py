@@ -215,6 +215,7 @@ def execute(session: Session, on_case: Callable[[CaseProgress], None] = lambda _
     from hisparse.bench import measure  # noqa: PLC0415
 
     cases = session.cases
+    reserve_host_pool(cases, session.backend)
     start = time.perf_counter()
     timed = 0
     with _case_runner(cases, session.backend) as runner:
@@ -227,6 +228,31 @@ def execute(session: Session, on_case: Callable[[CaseProgress], None] = lambda _
             on_case(CaseProgress(index=index, total=len(cases), case_id=case.case_id, result=result,
                                  elapsed_s=elapsed, eta_s=eta))
     return session.writer.finish()
+
+
+def sweep_host_bytes(cases: list) -> int:
+    """The most host memory one case of ``cases`` holds, its timing rounds' shift included."""
+    from hisparse.bench import measure  # noqa: PLC0415
+    from hisparse.bench.case import host_bytes  # noqa: PLC0415
+
+    return max((host_bytes(c) + measure.round_host_offset_rows(c, int(c.timing.rounds) - 1) * c.item_size_bytes
+                for c in cases), default=0)
+
+
+def reserve_host_pool(cases: list, backend: Any) -> None:
+    """Pin the host arena once, at the size of the sweep's largest case, before the first case: pinning
+    and filling tens of GiB per larger case would take a good part of a sweep. A failure leaves each case
+    to allocate (and fail) on its own."""
+    if not backend.is_kernel or not cases:
+        return
+    import torch  # noqa: PLC0415
+
+    from hisparse.bench.workload import HOST_POOL  # noqa: PLC0415
+
+    try:
+        HOST_POOL.reserve(sweep_host_bytes(cases), torch.device(backend.device))
+    except Exception:  # noqa: BLE001 (the cases that need the memory fail with the reason)
+        pass
 
 
 def _has_sglang(cases: list) -> bool:

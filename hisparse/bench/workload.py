@@ -48,11 +48,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import torch
 
-from hisparse.bench.case import PAGE_SIZE, UPSTREAM_SEQ_LEN, Case, pattern_geometry, serving_region_rows
+from hisparse.bench.case import (PAGE_SIZE, UPSTREAM_SEQ_LEN, Case, host_bytes, layer_stride_rows,
+                                 pattern_geometry, serving_region_rows)
 from hisparse.errors import ConfigError
 from hisparse.bench.host_cache import HostCachePool, kv_shape
 from hisparse.kernels.state import MultiStepState, multi_step_sizes, new_multi_step_state
@@ -254,8 +256,13 @@ class Workload:
         small += list(b.state.tensors().values()) if b.state is not None else []
         self._restore = [(t, t.clone()) for t in small]
         self._data = b.device_buffer.clone()
-        self.expected = self._compute_expected()
         self.reset()  # also starts the call budget (_advances)
+
+    @cached_property
+    def expected(self) -> "WorkloadStats":
+        """What calls 0..calls-1 ask for (computed on first use: the engine never needs it, and at batch 64
+        it is a good part of a workload's build time)."""
+        return self._compute_expected()
 
     @property
     def calls(self) -> int:
@@ -273,6 +280,10 @@ class Workload:
             b.miss_count.zero_()
         self._schedule.reset()
         self._advances = 0
+
+    @property
+    def calls_since_reset(self) -> int:
+        return self._advances
 
     def advance(self) -> None:
         # Past `capacity` calls the schedules run off their data (upstream / distinct tokens past the
@@ -334,15 +345,27 @@ class Workload:
 # Parameters that reorder a case's data without changing it: left out of the seed, so a case and its
 # reordered twin read the same tokens and rows.
 ORDER_ONLY_PARAMS = frozenset({"read_order"})
+# Left out of the seed too: the number of layers (each layer's own top-k mixes its index into the seed,
+# ``layer_seed``), so a case's layer 0 reads what the same case with fewer layers reads.
+NOT_SEEDED_PARAMS = ORDER_ONLY_PARAMS | {"layers"}
 
 
 def data_seed(case: Case) -> int:
     """Seed of a case's data: its data-defining parameters only (same data for every implementation)."""
-    params = {k: v for k, v in case.workload_params_dict.items() if k not in ORDER_ONLY_PARAMS}
+    params = {k: v for k, v in case.workload_params_dict.items() if k not in NOT_SEEDED_PARAMS}
     key = {"workload": case.workload, "params": params, "batch": case.batch,
            "steps": case.steps, "top_k": case.top_k, "hot_buffer_size": case.hot_buffer_size,
            "calls": case.timing.max_calls_per_reset, "seed": case.seed}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def layer_seed(seed: int, layer: int) -> int:
+    """Seed of layer ``layer``'s top-k: each layer of a model has its own indexer, so its own top-k
+    sequence; layer 0 keeps the case's seed."""
+    if layer == 0:
+        return seed
+    digest = hashlib.sha256(f"{seed}/layer/{layer}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
@@ -401,12 +424,14 @@ def serving_contexts(case: Case, seed: int) -> torch.Tensor:
     return torch.randint(lo, hi + 1, (case.batch,), generator=gen) * PAGE_SIZE
 
 
-def _serving_layout(case: Case, seed: int, dev: torch.device) -> tuple[Any, torch.Tensor, int]:
-    """(trace, host_cache_locs [bs, span] on dev, pool rows) of a `serving` case (module docstring)."""
+def _serving_layout(case: Case, seed: int, dev: torch.device, layer: int = 0) -> tuple[Any, torch.Tensor, int]:
+    """(trace, host_cache_locs [bs, span] on dev, pool rows) of a `serving` case (module docstring). Layer
+    ``layer`` has its own top-k (``layer_seed``) over the same contexts and the same layout of rows in its
+    own pool: an engine's token -> host row index is one for all layers."""
     p = case.workload_params_dict
     bs, hot = case.batch, case.hot_buffer_size
     tr = generate(TraceParams(bs, case.steps, case.top_k, hot, case.timing.max_calls_per_reset, p["miss_rate"],
-                              p["step_overlap"], p["recent_reuse"]), seed, device=dev)
+                              p["step_overlap"], p["recent_reuse"]), layer_seed(seed, layer), device=dev)
     contexts = serving_contexts(case, seed)
     base = torch.cumsum(contexts, 0) - contexts  # region r starts where region r-1 ends
     t = torch.arange(tr.span, dtype=torch.int64)
@@ -446,10 +471,53 @@ def shared_layer_hosts(case: Case, host_rows: int, dev: torch.device, host_offse
     return tuple(reversed(views))
 
 
-def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: int = 0) -> Workload:
-    """Build every tensor of ``case`` on ``device``. The host cache is a view of the process-wide
-    pinned pool (hisparse/bench/host_cache.py), starting ``host_offset_rows`` rows in (timing rounds after the
-    first shift it to other physical pages; only offset 0 has the documented byte pattern)."""
+class LayeredWorkload:
+    """A case in the decode regime: ``layers`` independent Workloads (own host rows, device buffer and swap
+    state each), called layer after layer. ``next_layer`` is the layer the next call swaps (0 after a
+    reset); hisparse/bench/calls.py's LayeredCall moves it on."""
+
+    def __init__(self, case: Case, device: torch.device, layers: list[Workload]) -> None:
+        self.case, self.device, self.layers = case, device, layers
+        self.next_layer = 0
+
+    @property
+    def buffers(self) -> SwapBuffers:
+        """Layer 0's buffers (what a single-layer reader of the workload, e.g. a placement record, sees)."""
+        return self.layers[0].buffers
+
+    @property
+    def device_buffers(self) -> list[torch.Tensor]:
+        return [w.buffers.device_buffer for w in self.layers]
+
+    def reset(self) -> None:
+        for w in self.layers:
+            w.reset()
+        self.next_layer = 0
+
+
+def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: int = 0) -> Workload | LayeredWorkload:
+    """Build every tensor of ``case`` on ``device``: a Workload, or for ``layers`` > 1 a LayeredWorkload
+    whose layer l reads host rows of its own, after layer l-1's (whole 2 MiB spans apart, as separate
+    allocations would be). The host caches are views of the process-wide pool
+    (hisparse/bench/host_cache.py), starting ``host_offset_rows`` rows in (timing rounds after the first
+    shift them to other physical pages)."""
+    if case.layers == 1:
+        return make_layer(case, device, host_offset_rows=host_offset_rows)
+    per_layer = replace(case, timing=case.layer_timing())
+    dev = torch.device(device)
+    # Every layer's rows in one arena (an estimate for `trace`: its rows are known once built)
+    HOST_POOL.reserve(host_offset_rows * case.item_size_bytes + host_bytes(case), dev)
+    layers, offset = [], host_offset_rows
+    for layer in range(case.layers):
+        w = make_layer(per_layer, device, host_offset_rows=offset, layer=layer)
+        layers.append(w)
+        offset = w.host_end_rows
+    return LayeredWorkload(case, torch.device(device), layers)
+
+
+def make_layer(case: Case, device: torch.device | str, *, host_offset_rows: int = 0, layer: int = 0) -> Workload:
+    """One layer's Workload (the whole case when it has one layer): its host rows start ``host_offset_rows``
+    rows into the pool; ``layer`` picks its own top-k (``layer_seed``)."""
     reason = case.problems()
     if reason is not None:
         raise ConfigError(f"{case.case_id}: cannot build its workload: {reason}")
@@ -476,7 +544,7 @@ def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: i
         schedule: Any = _ShiftSchedule(top_k, top_k.clone(), g.misses_per_step, g.advance)
         seq_len = SEQ_LEN if case.workload == "upstream" else max(SEQ_LEN, span + page + 1)
     elif case.workload == "serving":
-        tr, host_locs, host_rows = _serving_layout(case, seed, dev)
+        tr, host_locs, host_rows = _serving_layout(case, seed, dev, layer)
         span = tr.span
         fresh_start, fresh_count = tr.fresh_start, tr.fresh_count
         top_k = tr.tokens[0].clone()
@@ -484,13 +552,14 @@ def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: i
         seq_len = max(SEQ_LEN, span + page + 1)
     elif case.workload == "trace":
         p = case.workload_params_dict
+        # Each layer its own trace and, since its span is its own, its own permutation of rows.
         tr = generate(TraceParams(bs, S, K, hot, cap, p["miss_rate"], p["step_overlap"], p["locality"]),
-                      seed, device=dev)
+                      layer_seed(seed, layer), device=dev)
         span, host_rows = tr.span, bs * tr.span
         if p["host_layout"] == "contiguous":
             host_locs = torch.arange(host_rows, **idx).view(bs, span)
         else:
-            gen = torch.Generator().manual_seed(seed ^ 0x5DEECE66D)
+            gen = torch.Generator().manual_seed(layer_seed(seed, layer) ^ 0x5DEECE66D)
             host_locs = torch.randperm(host_rows, generator=gen).view(bs, span).to(dev)
         fresh_start, fresh_count = tr.fresh_start, tr.fresh_count
         top_k = tr.tokens[0].clone()
@@ -509,9 +578,13 @@ def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: i
 
     layer_hosts = shared_layer_hosts(case, host_rows, dev, host_offset_rows)  # first: see there
     host_cache = HOST_POOL.view(host_rows, case.item_size_bytes, dev, offset_rows=host_offset_rows)
+    host_end = host_offset_rows + layer_stride_rows(host_rows, case.item_size_bytes) * (1 + len(layer_hosts))
     shape, dtype = kv_shape(bs * stride, case.item_size_bytes)
     device_buffer = torch.zeros(shape, dtype=dtype, device=dev)
-    fill_pattern(device_buffer, host_locs[:, :hot].reshape(-1), case.item_size_bytes, at=locs[:, :hot].reshape(-1))
+    # The resident rows hold what the host rows they stand for hold: the pattern of the pool rows the view
+    # starts host_offset_rows in (every layer and timing round is then a checkable state).
+    fill_pattern(device_buffer, host_locs[:, :hot].reshape(-1) + host_offset_rows, case.item_size_bytes,
+                 at=locs[:, :hot].reshape(-1))
 
     state = lru = None
     if case.is_multi_step:
@@ -532,8 +605,10 @@ def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: i
         shared_layer_buffers=tuple(device_buffer.clone() for _ in range(case.shared_layers)),
         shared_layer_hosts=layer_hosts, rows_per_request=stride,
     )
-    return Workload(case, dev, buffers, schedule, fresh_start, fresh_count, cap)
+    workload = Workload(case, dev, buffers, schedule, fresh_start, fresh_count, cap)
+    workload.host_end_rows = host_end  # where the next layer's host rows may start
+    return workload
 
 
-__all__ = ["HOST_POOL", "SEQ_LEN", "TOKEN_SCALE", "SwapBuffers", "Workload", "WorkloadStats", "data_seed", "fill_pattern",
-           "make_workload", "serving_contexts", "shared_layer_hosts", "upstream_step_tokens"]
+__all__ = ["HOST_POOL", "SEQ_LEN", "TOKEN_SCALE", "LayeredWorkload", "SwapBuffers", "Workload", "WorkloadStats",
+           "data_seed", "fill_pattern", "layer_seed", "make_layer", "make_workload", "serving_contexts", "shared_layer_hosts", "upstream_step_tokens"]

@@ -168,10 +168,16 @@ def derived_figures(median_us: float | None, work: dict | None, floor: dict | No
         return median_us / f if median_us is not None and f else None
 
     nbytes = (work or {}).get("bytes_per_call")
+    floor = floor or {}
+    gather, warm = floor.get("gather_floor_us"), floor.get("gather_warm_us")
     return {
         "gbps": nbytes / (median_us * 1e3) if nbytes is not None and median_us else None,
-        "over_pcie_floor": over((floor or {}).get("pcie_floor_us")),
-        "over_gather_floor": over((floor or {}).get("gather_floor_us")),
+        "over_pcie_floor": over(floor.get("pcie_floor_us")),
+        "over_gather_floor": over(gather),
+        # decode-regime cases: the median over the warm gather of the same rows, and the gather floor's
+        # own cold / warm ratio (what the translation of host pages costs the bare gather)
+        "over_gather_warm": over(warm),
+        "translation_cost": gather / warm if gather and warm else None,
     }
 
 

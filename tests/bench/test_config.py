@@ -91,6 +91,7 @@ SMALL = """\
       top_k: 2048
       hot_buffer_size: [2048, 4096]
       pdl: [on, off]
+    workloads: {upstream: {}, distinct: {layers: 1}}  # the warm regime: ids as before layers existed
     """
 
 
@@ -126,6 +127,7 @@ def test_prune_rules_top_k_and_occurrences(tmp_path):
     cfg = load_config(write(tmp_path, """\
         axes: {implementation: multi_step, workload: trace, top_k: 4096,
                hot_buffer_size: [2048, 8192], steps: [1, 2, 4], batch: 1}
+        workloads: {trace: {layers: 1}}
         """))
     exp = cfg.expand()
     # hot 2048: top_k > hot (3); hot 8192: steps 4 -> 16384 occurrences (1); steps 1 and 2 run.
@@ -141,7 +143,7 @@ def test_prune_lru_int16_limit_and_trace_rates(tmp_path):
     cfg = load_config(write(tmp_path, """\
         axes: {workload: trace, top_k: 2048, hot_buffer_size: [4096, 32768], steps: 4}
         workloads:
-          trace: {miss_rate: [0.1, 0.3], step_overlap: 0.8}
+          trace: {miss_rate: [0.1, 0.3], step_overlap: 0.8, layers: 1}
         """))
     exp = cfg.expand()
     # 3 implementations x 2 hot x 2 miss rates = 12 combos; miss_rate 0.3 + 0.8 > 1 prunes 6;
@@ -162,6 +164,7 @@ def test_exclude_rules_and_slices(tmp_path):
         exclude:
           - {implementation: lru_sequential, batch: 1, reason: not interesting}
           - {batch: 64, item_size_bytes: 1152}
+        workloads: {distinct: {layers: 1}}
         """))
     exp = cfg.expand()
     assert exp.ids == ["lru_sequential/distinct/b2/s4/k2048/h4096/i576/pdl0",
@@ -179,6 +182,7 @@ def test_slices_dedupe_against_the_main_grid(tmp_path):
     cfg = load_config(write(tmp_path, """\
         axes: {implementation: multi_step, workload: distinct, batch: [1, 64]}
         slices: [{batch: 64}, {batch: 64, steps: [2, 4]}]
+        workloads: {distinct: {layers: 1}}
         """))
     assert cfg.expand().ids == ["multi_step/distinct/b1/s4/k2048/h4096/i576/pdl1",
                                 "multi_step/distinct/b64/s4/k2048/h4096/i576/pdl1",
@@ -224,7 +228,8 @@ def test_filter_on_workload_parameters(tmp_path):
     cfg = load_config(write(tmp_path, """\
         axes: {implementation: multi_step, workload: [distinct, trace], top_k: 64, hot_buffer_size: 256}
         workloads:
-          trace: {miss_rate: [0.05, 0.2], host_layout: [scattered, contiguous]}
+          trace: {miss_rate: [0.05, 0.2], host_layout: [scattered, contiguous], layers: 1}
+          distinct: {layers: 1}
         """))
     assert len(cfg.expand()) == 5
     assert len(cfg.expand(filters=["miss_rate=0.2"])) == 2
@@ -271,11 +276,11 @@ def test_bad_views_name_the_key(tmp_path, views, key, shown):
 def test_shipped_views_select_what_their_comments_say():
     """The counts in configs/*.yaml's comments (and the docs that quote them)."""
     default, vs = load_config(REPO / "configs/default.yaml"), load_config(REPO / "configs/vs-sglang.yaml")
-    assert len(default.expand(filters=default.selection("serving"))) == 47
+    assert len(default.expand(filters=default.selection("serving"))) == 61
     headline = default.expand(filters=default.selection("headline"))
     assert len(headline) == 24 and {c.workload for c in headline} == {"upstream", "distinct"}
-    assert len(vs.expand(filters=vs.selection("headline"))) == 56
-    assert len(vs.expand(filters=vs.selection("serving"))) == 16
+    assert len(vs.expand(filters=vs.selection("headline"))) == 72
+    assert len(vs.expand(filters=vs.selection("serving"))) == 32  # both regimes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,7 +307,10 @@ def test_case_id_format_and_baseline():
     assert t.case_id == ("multi_step_planned/trace/b1/s4/k2048/h4096/i576/pdl1/shared_layers=1/"
                          "miss_rate=0.2/step_overlap=0.5/seed=7")
     assert t.workload_params_dict == {"host_layout": "scattered", "locality": 0.5, "miss_rate": 0.2,
-                                      "step_overlap": 0.5}
+                                      "step_overlap": 0.5, "layers": 1}
+    # stored params leave out layers 1 (the warm regime), as files written before it existed
+    assert t.to_dict()["workload_params"] == {"host_layout": "scattered", "locality": 0.5, "miss_rate": 0.2,
+                                              "step_overlap": 0.5}
 
 
 def test_results_format_params_round_trip():
@@ -355,6 +363,7 @@ def test_config_hash_is_stable_and_canonical(tmp_path):
           batch: {ci: [8], values: [1, 8]}
           workload: [upstream, distinct]
           implementation: [lru_sequential, multi_step]
+        workloads: {distinct: {layers: [1]}, upstream: {}}
         """, "c.yaml"))
     assert c.config_hash == a.config_hash
     # Anything that changes the cases changes the hash: timing, seed, an axis value.
@@ -413,7 +422,7 @@ def test_unknown_implementation_and_workload(tmp_path):
     assert msg == f"{p}: workloads.zipf: unknown key; allowed keys: serving, upstream, distinct, trace"
     msg, p = config_error(tmp_path, "workloads: {trace: {miss: 0.1}}\n")
     assert msg == (f"{p}: workloads.trace.miss: unknown key; allowed keys: "
-                   "miss_rate, step_overlap, locality, host_layout")
+                   "miss_rate, step_overlap, locality, host_layout, layers")
     msg, p = config_error(tmp_path, "workloads: {trace: {host_layout: striped}}\n")
     assert "workloads.trace.host_layout" in msg and "scattered, contiguous" in msg
     msg, p = config_error(tmp_path, "workloads: {trace: {miss_rate: 1.5}}\n")
@@ -494,25 +503,34 @@ def test_default_config_fits_the_budget():
     # 32768); --ci: 6 serving + 14.
     cfg = load_config("default")
     exp = cfg.expand()
-    assert len(exp) == 160
+    assert len(exp) == 174
     assert len(exp.pruned) == 9 and all("int16 lru_slots" in p.reason for p in exp.pruned)
     pools = [c for c in exp if c.workload_params_dict.get("context_max", 131072) != 131072]
+    # the budget (48 GiB) caps the layers by the pool: 4.8 GiB at most at 128k tokens, 9.7 at 256k
     assert sorted(c.case_id for c in pools) == sorted(
-        f"{i}/serving/b64/s4/k2048/h4096/i576/pdl{p}/context_max={m}"
-        for i, p in (("lru_sequential", 0), ("multi_step", 1)) for m in (32768, 262144))
-    serving = [c for c in exp if c.workload == "serving" and c.item_size_bytes == 576 and c not in pools]
-    assert len(serving) == 35 and list(exp)[:35] == serving  # serving first
+        f"{i}/serving/b64/s4/k2048/h4096/i576/pdl{p}/context_max={m}/layers={n}"
+        for i, p in (("lru_sequential", 0), ("multi_step", 1)) for m, n in ((32768, 42), (262144, 5)))
+    decode = [c for c in exp if c.workload == "serving" and c.item_size_bytes == 576 and c not in pools
+              and c.layers > 1]
+    assert len(decode) == 35 and list(exp)[:35] == decode  # serving first, in the decode regime
+    assert {(c.batch, c.layers) for c in decode if c.implementation == "multi_step"} == {
+        (1, 61), (2, 61), (4, 61), (8, 61), (16, 42), (32, 21), (64, 10)}
+    warm = [c for c in exp if c.workload == "serving" and c.layers == 1]
+    assert len(warm) == 14 and list(exp)[35:49] == warm  # then its warm slice
+    assert {c.baseline_id() for c in warm if c.implementation == "multi_step"} <= {c.case_id for c in warm}
+    serving = decode
     assert sorted({c.batch for c in serving}) == [1, 2, 4, 8, 16, 32, 64]
     odd_items = [c for c in exp if c.item_size_bytes in (584, 100)]
     assert len(odd_items) == 8 and {c.workload for c in odd_items} == {"serving"}
     assert {(c.implementation, c.batch) for c in odd_items} == {
         (i, b) for i in ("lru_sequential", "multi_step") for b in (1, 64)}
-    assert all(c.case_id.count("/") == 7 for c in serving)  # default parameters: nothing after pdlN
+    assert all(c.case_id.count("/") == 8 for c in serving)  # default parameters: only layers after pdlN
     main = [c for c in exp if c.steps == 4 and c.hot_buffer_size == 4096 and c.item_size_bytes == 576
             and c.workload != "serving"]
     assert len(main) == 70
     assert {c.workload for c in exp} == {"serving", "upstream", "distinct"}
-    assert len(cfg.expand(ci=True)) == 20
+    assert all(c.layers == 1 for c in exp if c.workload != "serving")  # published patterns: warm
+    assert len(cfg.expand(ci=True)) == 24
     # every multi_step case has its sequential-LRU baseline in the sweep (for the speedup), except at
     # hot 32768 (int16 lru_slots); multi_step_planned's baseline is in configs/shared-layers.yaml
     ids = set(exp.ids)
@@ -524,15 +542,19 @@ def test_shipped_configs():
     ci = load_config("ci")
     assert ci.track is True
     cases = list(ci.expand())
-    assert len(cases) == 22
+    assert len(cases) == 26
     assert {c.case_id for c in cases if c.batch == 16 and c.workload == "upstream"} == {
         "lru_sequential/upstream/b16/s4/k2048/h4096/i576/pdl0", "multi_step/upstream/b16/s4/k2048/h4096/i576/pdl1"}
     # serving first: lru_sequential and multi_step at batch 1 and 64, upstream's shape, default parameters
-    assert [c.case_id for c in cases[:4]] == [
+    assert [c.case_id for c in cases[:8]] == [
+        "lru_sequential/serving/b1/s4/k2048/h4096/i576/pdl0/layers=61",
+        "lru_sequential/serving/b64/s4/k2048/h4096/i576/pdl0/layers=10",
+        "multi_step/serving/b1/s4/k2048/h4096/i576/pdl1/layers=61",
+        "multi_step/serving/b64/s4/k2048/h4096/i576/pdl1/layers=10",
         "lru_sequential/serving/b1/s4/k2048/h4096/i576/pdl0", "lru_sequential/serving/b64/s4/k2048/h4096/i576/pdl0",
         "multi_step/serving/b1/s4/k2048/h4096/i576/pdl1", "multi_step/serving/b64/s4/k2048/h4096/i576/pdl1"]
-    assert [c.workload for c in cases].count("serving") == 4
-    assert len(ci.expand(ci=True)) == 22
+    assert [c.workload for c in cases].count("serving") == 8
+    assert len(ci.expand(ci=True)) == 26
     assert ci.timing.rounds == 3 and load_config("default").timing.rounds == 3
     small = load_config("cpu-small")
     assert small.timing.calls_per_graph == 2 and small.timing.rounds == 1

@@ -412,13 +412,18 @@ def test_vs_sglang_config_expands_ours_and_sglangs_side_by_side():
     ours = {c.case_id.split("/", 1)[1] for c in exp.cases if c.implementation == "multi_step"}
     theirs = {c.case_id.split("/", 1)[1] for c in exp.cases if c.implementation == "sglang_multi_step"}
     # {upstream, distinct} x 4 batches x steps {2, 4} x hot {4096, 32768} x {576, 656} B, plus the
-    # serving slice (4 batches at steps 4, hot 4096, 576 B)
-    assert ours == theirs and len(ours) == 2 * 4 * 2 * 2 * 2 + 4
+    # serving slice (4 batches at steps 4, hot 4096, 576 B) in both regimes
+    assert ours == theirs and len(ours) == 2 * 4 * 2 * 2 * 2 + 4 * 2
     assert {c.workload for c in exp.cases} == {"serving", "upstream", "distinct"}
     assert {c.batch for c in exp.cases} == {1, 8, 32, 64}
-    # the lead workload runs first, so a run cut at the device call's limit keeps its 16 pairs' cases
-    assert [c.workload for c in exp.cases[:16]] == ["serving"] * 16
-    assert "serving" not in {c.workload for c in exp.cases[16:]}
+    # the lead workload runs first (decode regime beside warm), so a cut run keeps its 32 pairs' cases
+    assert [c.workload for c in exp.cases[:32]] == ["serving"] * 32
+    assert "serving" not in {c.workload for c in exp.cases[32:]}
+    serving = [c for c in exp.cases if c.workload == "serving"]
+    assert sorted({c.layers for c in serving}) == [1, 5, 10, 42, 61]
+    assert sum(c.layers == 1 for c in serving) == len(serving) // 2
+    # the other workloads are the published-figures patterns, timed warm as published
+    assert {c.layers for c in exp.cases if c.workload != "serving"} == {1}
 
 
 def test_no_sglang_skips_the_case_naming_what_to_install(monkeypatch, tmp_path, clean_sglang):

@@ -24,6 +24,7 @@ axes:
   shared_layers: 1
 exclude:
   - {implementation: multi_step_planned, batch: 2, reason: "kept small for the test"}
+workloads: {distinct: {layers: 1}}
 timing: {warmup_calls: 1, calls_per_graph: 2, replays: 10, l2_flush: false, check_calls: 1}
 """
 

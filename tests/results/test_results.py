@@ -248,7 +248,7 @@ def test_statistics_are_computed_from_the_runs():
     c = _ok_case("a", samples=(3.0, 1.0, 2.0, 10.0))
     assert c.median_us == 2.5 and c.stats["q1_us"] == 1.75 and c.stats["n"] == 4
     assert c.derived == {"gbps": 256 / 2.5e3, "over_pcie_floor": None, "over_gather_floor": 2.5 / 1.5,
-                         "speedup_vs_lru_sequential": None}
+                         "over_gather_warm": None, "translation_cost": None, "speedup_vs_lru_sequential": None}
     more = replace(c, runs=c.runs + (Run(process=1, round=0, samples_us=(4.0, 5.0)),))
     assert more.median_us == 3.5 and more.processes == 2 and more.samples_per_process == [4, 2]
 
@@ -347,10 +347,15 @@ def test_upgrade_on_load_hook(monkeypatch):
 
 def test_derived_figures_by_hand():
     work, floor = {"bytes_per_call": 1000}, {"pcie_floor_us": 2.0, "gather_floor_us": None}
+    none = {"over_gather_warm": None, "translation_cost": None}
     assert results.derived_figures(4.0, work, floor) == {"gbps": 1000 / 4e3, "over_pcie_floor": 2.0,
-                                                         "over_gather_floor": None}
+                                                         "over_gather_floor": None, **none}
     assert results.derived_figures(None, None, None) == {"gbps": None, "over_pcie_floor": None,
-                                                         "over_gather_floor": None}
+                                                         "over_gather_floor": None, **none}
+    # a decode-regime case: its gather floor in its own regime (cold) and the same gather warm
+    decode = {"pcie_floor_us": 2.0, "gather_floor_us": 3.0, "gather_warm_us": 1.5}
+    got = results.derived_figures(4.5, work, decode)
+    assert got["over_gather_floor"] == 1.5 and got["over_gather_warm"] == 3.0 and got["translation_cost"] == 2.0
 
 
 # ---------------------------------------------------------------------------------------------
