@@ -17,6 +17,7 @@ from typing import Any
 
 from hisparse import env
 from hisparse.errors import HisparseError
+from hisparse.files import check_target
 
 # Where a run file goes when --out is not given. The committed H200 history lives in results/runs/;
 # a reference (CPU) run is a try-out of the pipeline, so it goes to a git-ignored folder and can
@@ -194,6 +195,7 @@ def _create(request: RunRequest, cfg: Any, expansion: Any, backend: Any, resolve
     created = datetime.now(timezone.utc)
     run_id = results.make_run_id(created, environment.get("git_commit"), cfg.name)
     path = out_path(request.out, run_id, resolved)
+    check_target(path)  # a read-only folder or a path under a file fails now, not after the bandwidth probe
     if not request.force:
         refuse_overwrite(path)
     if backend.is_kernel:
@@ -206,7 +208,11 @@ def _create(request: RunRequest, cfg: Any, expansion: Any, backend: Any, resolve
                 "pruned": [{"case_id": p.case_id, "reason": p.reason} for p in expansion.pruned]},
         environment=environment, floors=pinned.to_dict(),
     )
-    return results.RunWriter.create(path, record), pinned
+    try:
+        return results.RunWriter.create(path, record, exclusive=not request.force), pinned
+    except FileExistsError:  # another run took the name since refuse_overwrite looked
+        refuse_overwrite(path)
+        raise
 
 
 def execute(session: Session, on_case: Callable[[CaseProgress], None] = lambda _p: None):

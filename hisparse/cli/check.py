@@ -11,22 +11,29 @@ from hisparse import env
 from hisparse.files import write_json_atomic
 
 
-def _earlier_results(json_out: str | None, resume: bool, backend: str) -> list:
+def _earlier_results(json_out: str | None, resume: bool, backend: str, force: bool = False) -> list:
     """The cells of an earlier run to keep (``--resume``); refuses to mix backends or to overwrite
-    a finished report without --resume."""
+    a finished report without --resume (or --force: start it again)."""
     import json
 
     from hisparse.bench import stress
+    from hisparse.errors import OutputPathError
+    from hisparse.files import check_target
 
     if json_out is None:
         if resume:
             raise click.UsageError("--resume needs --json FILE (the report to continue)")
         return []
+    try:
+        check_target(json_out)  # a bad path fails now, not after the first cell
+    except OutputPathError as e:
+        raise click.UsageError(str(e)) from None
     path = Path(json_out)
-    if not path.exists():
+    if not path.exists() or (force and not resume):
         return []
     if not resume:
-        raise click.UsageError(f"--json {json_out}: the file exists; pass --resume to continue it, or another name")
+        raise click.UsageError(f"--json {json_out}: the file exists; pass --resume to continue it, --force to "
+                               "replace it, or another name")
     try:
         data = json.loads(path.read_text())
         report = stress.StressReport.from_dict(data)
@@ -63,12 +70,13 @@ def _multi_step_names() -> list[str]:
                    "\"complete\": false until the last cell).")
 @click.option("--resume", is_flag=True,
               help="With --json: keep the cells already in that file and run only the others.")
+@click.option("--force", is_flag=True, help="Replace an existing --json file (otherwise refused without --resume).")
 @click.option("--sglang-src", type=click.Path(exists=True, file_okay=False), default=None,
               help="sglang checkout or unpacked wheel (default: HISPARSE_SGLANG_SRC, else an installed sglang).")
 @click.pass_context
 def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: tuple[int, ...],
           hots: tuple[int, ...], items: tuple[int, ...], layouts: tuple[str, ...], top_k: int, batch: int,
-          json_out: str | None, resume: bool, sglang_src: str | None) -> None:
+          json_out: str | None, resume: bool, force: bool, sglang_src: str | None) -> None:
     """Run the stress sequences and print implementation x case -> pass or the first failure.
 
     Exit status: 0 when nothing failed (pruned and skipped cells are not failures), 1 when a call
@@ -89,7 +97,7 @@ def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: 
              for s in (steps or stress.STEPS) for h in (hots or stress.HOT_SIZES)
              for i in (items or stress.ITEM_SIZES) for layout in (layouts or stress.LAYOUTS)]
     names = tuple(impls) or stress.multi_step_implementations()
-    done = _earlier_results(json_out, resume, backend.name)
+    done = _earlier_results(json_out, resume, backend.name, force)
     click.echo(f"{len(names)} implementation(s) x {len(cases)} stress case(s) on backend {backend.name}"
                + (f"; {len(done)} cell(s) kept from {json_out}" if done else ""))
     report = stress.StressReport(list(done))

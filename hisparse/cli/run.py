@@ -73,7 +73,7 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     record = _more_processes(session, record, processes)
     click.echo("\n" + text.run_summary(record) + f"\n\nrun file: {session.writer.path}")
     if plots:
-        _plots(record, session.writer.path.with_suffix(""))
+        _plots(record, session.writer.path.with_suffix(""), replace_pngs=force or session.resumed)
     ctx.exit(1 if any(c.status == "failed" for c in record.cases) else 0)
 
 
@@ -158,11 +158,21 @@ def _retime_in_new_process(path: Path, backend: str) -> None:
         click.echo(f"retime process exited with {proc.returncode}; {path} keeps what it had", err=True)
 
 
-def _plots(record, out_dir: Path) -> None:
+def _plots(record, out_dir: Path, *, replace_pngs: bool) -> None:
+    """The run's figures in ``out_dir``; PNGs already there are replaced only with --force or on
+    --resume (then they are this run's own), else the plots are skipped with the way to draw them."""
+    from hisparse.errors import OutputPathError
+    from hisparse.files import check_output_dir
+
     try:
         from hisparse.render.plots import plot_run
     except ImportError as e:  # matplotlib missing: the run itself is complete
         click.echo(f"plots skipped: {e}")
+        return
+    try:
+        check_output_dir(out_dir, force=replace_pngs, pattern="*.png", option="plot folder")
+    except OutputPathError as e:  # the run file is complete: keep exit status for the cases
+        click.echo(f"plots skipped: {e} (then `hisparse-bench plot RUN --force`)", err=True)
         return
     paths = plot_run(record, out_dir)
     if paths:
