@@ -44,6 +44,22 @@ def _earlier_results(json_out: str | None, resume: bool, backend: str, force: bo
     return [r for r in report.results if r.status != "fault"]  # a worker death is worth another try
 
 
+def _resume_command(params: dict) -> str:
+    """This invocation's options with --resume: a continued check must select the same cells."""
+    import shlex
+
+    words = ["hisparse-bench", "check"]
+    for name, flag in (("impls", "-i"), ("steps", "--steps"), ("hots", "--hot"), ("items", "--item"),
+                       ("layouts", "--layout")):
+        for value in params.get(name) or ():
+            words += [flag, str(value)]
+    words += ["--backend", params["backend_name"], "--top-k", str(params["top_k"]), "--batch", str(params["batch"])]
+    if params.get("sglang_src"):
+        words += ["--sglang-src", params["sglang_src"]]
+    words += ["--json", params["json_out"], "--resume"]
+    return " ".join(shlex.quote(w) for w in words)
+
+
 def _multi_step_names() -> list[str]:
     from hisparse.bench import implementations
 
@@ -80,7 +96,7 @@ def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: 
     """Run the stress sequences and print implementation x case -> pass or the first failure.
 
     Exit status: 0 when nothing failed (pruned and skipped cells are not failures), 1 when a call
-    failed its checks or a worker died, 2 on a usage error."""
+    failed its checks or a worker died, 2 on a usage error, 130 when interrupted."""
     import os
 
     from hisparse.bench import stress
@@ -107,7 +123,14 @@ def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: 
         if json_out is not None:  # run_all has appended r to report already
             write_json_atomic(json_out, {"backend": backend.name, "complete": False, **report.to_dict()})
 
-    stress.run_all(names, cases, backend, progress=progress, report=report)
+    try:
+        stress.run_all(names, cases, backend, progress=progress, report=report)
+    except KeyboardInterrupt:  # exit 130, not 1 ("a check failed")
+        click.echo(f"\nInterrupted after {len(report.results)} cell(s). " + (
+            f"Finished cells are in {json_out}; continue with:\n  {_resume_command(ctx.params)}"
+            if json_out is not None else
+            "Nothing was kept: pass --json FILE to keep finished cells, then --resume to continue."), err=True)
+        ctx.exit(130)
     click.echo("")
     click.echo(report.table())
     if json_out is not None:

@@ -45,7 +45,7 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     "cpu-small" when no GPU is available).
 
     Exit status: 0 when every case passed, 1 when one failed, 2 on a usage error (also: nothing to
-    time, or the run file exists), 130 when interrupted."""
+    time, or the run file exists), 130 when interrupted, 143 on SIGTERM (both keep finished cases)."""
     from hisparse.bench import session as sweep
     from hisparse.errors import HisparseError
     from hisparse.render import text
@@ -63,18 +63,42 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
         raise _UsageFailure(str(e)) from e
     _announce(session)
     try:
-        with _progress(len(session.cases)) as on_case:
+        with _sigterm_as_interrupt(), _progress(len(session.cases)) as on_case:
             record = sweep.execute(session, on_case=on_case)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         path = session.writer.path
-        click.echo(f"\nInterrupted. Finished cases are in {path}; continue with:\n  "
+        what = "Terminated (SIGTERM)" if isinstance(e, Terminated) else "Interrupted"
+        click.echo(f"\n{what}. Finished cases are in {path}; continue with:\n  "
                    f"{_resume_command(session, path, backend_name, env.SGLANG_SRC if sglang_src is not None else None)}", err=True)
-        ctx.exit(130)
+        ctx.exit(143 if isinstance(e, Terminated) else 130)
     record = _more_processes(session, record, processes)
     click.echo("\n" + text.run_summary(record) + f"\n\nrun file: {session.writer.path}")
     if plots:
         _plots(record, session.writer.path.with_suffix(""), replace_pngs=force or session.resumed)
     ctx.exit(1 if any(c.status == "failed" for c in record.cases) else 0)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Slurm and CI send at a time limit), raised where the run is so it ends as an
+    interrupt does: finished cases kept, the resume command printed; exit 143 (128 + 15)."""
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    import signal
+
+    def raise_terminated(signum, frame):
+        raise Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, raise_terminated)
+    except ValueError:  # not the main thread: signals cannot be caught here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _resume_command(session, path: Path, backend_name: str, sglang_src: str | None) -> str:
