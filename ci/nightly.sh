@@ -99,5 +99,5 @@ else
 fi
 
 gate asv --results "$RESULTS" "${runs[@]}" >&2 || log "asv conversion failed (not fatal)"
-"$PY" -m hisparse dashboard --results "$RESULTS" --out "$SITE" >&2 || log "dashboard failed (not fatal)"
+"$PY" -m hisparse dashboard --results "$RESULTS" --out "$SITE" --force >&2 || log "dashboard failed (not fatal)"
 exit "$status"

@@ -24,3 +24,9 @@ class BuildError(KernelUnavailable):
 
 class ResultFormatError(HisparseError, ValueError):
     """A result file cannot be read: unknown schema version, missing field, mismatched metadata."""
+
+
+class OutputPathError(HisparseError, OSError):
+    """A path the tool was told to write cannot or must not be written (read-only folder, a path under
+    a file, a directory or a device, an existing file without --force, one of the command's own
+    inputs). An OSError too, so callers that tolerate a failed write still do."""

@@ -42,6 +42,8 @@ fixed shape, ...) are pruned with the reason (``hisparse.bench.case.prune_reason
 """
 from __future__ import annotations
 
+import math
+
 import hashlib
 import itertools
 import json
@@ -516,14 +518,28 @@ def load_config(name_or_path: str | Path) -> SweepConfig:
     """Read and validate a sweep config; every problem is a ConfigError naming the file and key."""
     path = find_config(name_or_path)
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}; name a readable YAML file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (not UTF-8); a config is YAML text, like configs/ci.yaml") from None
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: invalid YAML: {e}") from None
+    _refuse_non_finite(path, data)
     return parse_config(data, path=path)
+
+
+def _refuse_non_finite(path: Path, data: object, where: str = "") -> None:
+    """YAML's .nan and .inf are floats that pass every range check (``miss_rate: .nan`` once did):
+    refused anywhere in a config, naming the key."""
+    if isinstance(data, float) and not math.isfinite(data):
+        raise ConfigError(f"{path}: {where or 'the document'}: {data!r} is not allowed; use a finite number")
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        _refuse_non_finite(path, value, f"{where}.{key}" if where and isinstance(key, str) else
+                           f"{where}[{key}]" if where else str(key))
 
 
 __all__ = ["Axis", "ExcludeRule", "Expansion", "SweepConfig", "available_configs", "cases_hash",

@@ -96,12 +96,33 @@ def retime_run(path: str | Path, backend: Any) -> Iterator[tuple[str, CaseResult
         raise RetimeError(f"{path}: cannot add timings from a different environment: " + "; ".join(diff))
     cases = cases_of(record)
     writer = RunWriter(path, record)  # not resume(): the run stays "finished" while more processes add to it
-    for result in record.cases:
-        case = cases.get(result.case_id)
-        if not result.ok or case is None:
-            continue
-        merged = retime_case(case, result, backend)
-        record = writer.record
-        writer.replace_record(measure.link_cases(replace(
-            record, cases=tuple(merged if c.case_id == result.case_id else c for c in record.cases))))
-        yield result.case_id, merged
+    todo = [r.case_id for r in record.cases if r.ok and r.case_id in cases]
+    done: list[str] = []
+    try:
+        for result in record.cases:
+            case = cases.get(result.case_id)
+            if not result.ok or case is None:
+                continue
+            merged = retime_case(case, result, backend)
+            record = writer.record
+            writer.replace_record(measure.link_cases(replace(
+                record, cases=tuple(merged if c.case_id == result.case_id else c for c in record.cases))))
+            done.append(result.case_id)
+            yield result.case_id, merged
+    except (KeyboardInterrupt, GeneratorExit):
+        _mark_not_retimed(writer, [c for c in todo if c not in done])
+        raise
+
+
+INTERRUPTED = "interrupted: this retime process was cut before it timed the case"
+
+
+def _mark_not_retimed(writer: RunWriter, case_ids: list[str]) -> None:
+    """A cut retime leaves some cases with one process more than others; the file says which did not get
+    it (in ``retime_errors``, where a failed retime is recorded too), so nobody reads it as uniform."""
+    if not case_ids:
+        return
+    skip = set(case_ids)
+    writer.replace_record(replace(writer.record, cases=tuple(
+        replace(c, retime_errors=c.retime_errors + (INTERRUPTED,)) if c.case_id in skip else c
+        for c in writer.record.cases)))

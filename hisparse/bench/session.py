@@ -17,6 +17,7 @@ from typing import Any
 
 from hisparse import env
 from hisparse.errors import HisparseError
+from hisparse.files import check_target
 
 # Where a run file goes when --out is not given. The committed H200 history lives in results/runs/;
 # a reference (CPU) run is a try-out of the pipeline, so it goes to a git-ignored folder and can
@@ -69,6 +70,40 @@ def refuse_overwrite(path: Path) -> None:
 def estimate_reference_s(cases: list) -> float:
     """Seconds the reference backend will probably need for ``cases`` (order of magnitude)."""
     return sum(_REFERENCE_S_PER_CASE + _REFERENCE_S_PER_WORK * _work(c) for c in cases)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What the run knows of its duration: ``known_s`` for the cases an earlier run on this machine
+    and backend timed (their latest ``wall_s``), and the cases nobody timed here (time unknown: the
+    cost model once said 77 s for a sweep whose one batch-64 case took 14.5 minutes)."""
+
+    known_s: float
+    known: int
+    unknown: int
+
+
+def estimate_from_history(cases: list, *, machine: str | None, backend: str, config_name: str,
+                          folders: list[Path]) -> Estimate:
+    """Seconds the ``cases`` took in earlier run files of ``config_name`` in ``folders`` (only files of the
+    same machine and backend count; unreadable ones are passed over)."""
+    from hisparse.errors import ResultFormatError  # noqa: PLC0415
+    from hisparse.results.model import load_run  # noqa: PLC0415
+
+    wanted = {c.case_id for c in cases}
+    latest: dict[str, tuple[str, float]] = {}  # case id -> (created, wall_s)
+    paths = {p.resolve() for d in folders if d.is_dir() for p in d.glob(f"*_{config_name}.json")}
+    for path in sorted(paths):
+        try:
+            record = load_run(path)
+        except (ResultFormatError, OSError):
+            continue
+        if record.backend != backend or record.environment.get("machine") != machine:
+            continue
+        for c in record.cases:
+            if c.case_id in wanted and c.ok and c.wall_s > 0 and latest.get(c.case_id, ("",))[0] <= record.created:
+                latest[c.case_id] = (record.created, c.wall_s)
+    return Estimate(known_s=sum(w for _, w in latest.values()), known=len(latest), unknown=len(wanted) - len(latest))
 
 
 def _work(case: Any) -> float:
@@ -194,6 +229,7 @@ def _create(request: RunRequest, cfg: Any, expansion: Any, backend: Any, resolve
     created = datetime.now(timezone.utc)
     run_id = results.make_run_id(created, environment.get("git_commit"), cfg.name)
     path = out_path(request.out, run_id, resolved)
+    check_target(path)  # a read-only folder or a path under a file fails now, not after the bandwidth probe
     if not request.force:
         refuse_overwrite(path)
     if backend.is_kernel:
@@ -206,7 +242,11 @@ def _create(request: RunRequest, cfg: Any, expansion: Any, backend: Any, resolve
                 "pruned": [{"case_id": p.case_id, "reason": p.reason} for p in expansion.pruned]},
         environment=environment, floors=pinned.to_dict(),
     )
-    return results.RunWriter.create(path, record), pinned
+    try:
+        return results.RunWriter.create(path, record, exclusive=not request.force), pinned
+    except FileExistsError:  # another run took the name since refuse_overwrite looked
+        refuse_overwrite(path)
+        raise
 
 
 def execute(session: Session, on_case: Callable[[CaseProgress], None] = lambda _p: None):
@@ -288,5 +328,5 @@ def _environment(device: Any, cases: list) -> dict:
     return environment
 
 
-__all__ = ["CaseProgress", "NothingToRun", "RunFileExists", "RunRequest", "Session", "default_config",
+__all__ = ["CaseProgress", "Estimate", "NothingToRun", "estimate_from_history", "RunFileExists", "RunRequest", "Session", "default_config",
            "default_out_dir", "estimate_reference_s", "execute", "out_path", "prepare", "refuse_overwrite"]

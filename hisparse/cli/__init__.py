@@ -25,7 +25,21 @@ _COMMANDS = (
 )
 
 
+class _UsageError(click.ClickException):
+    exit_code = 2  # every command reserves 1 (and 4) for failed cases or regressions
+
+
 class _LazyGroup(click.Group):
+    def invoke(self, ctx: click.Context):
+        """A bad path, config or run file that reaches here, from any command, is a usage error with its
+        message (the path and the way out), not a traceback with exit 1, which means "a case failed"."""
+        from hisparse.errors import ConfigError, OutputPathError, ResultFormatError
+
+        try:
+            return super().invoke(ctx)
+        except (OutputPathError, ConfigError, ResultFormatError) as e:
+            raise _UsageError(str(e)) from e
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name, mod, _ in _COMMANDS if _module_exists(mod)]
 

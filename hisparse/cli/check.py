@@ -11,22 +11,29 @@ from hisparse import env
 from hisparse.files import write_json_atomic
 
 
-def _earlier_results(json_out: str | None, resume: bool, backend: str) -> list:
+def _earlier_results(json_out: str | None, resume: bool, backend: str, force: bool = False) -> list:
     """The cells of an earlier run to keep (``--resume``); refuses to mix backends or to overwrite
-    a finished report without --resume."""
+    a finished report without --resume (or --force: start it again)."""
     import json
 
     from hisparse.bench import stress
+    from hisparse.errors import OutputPathError
+    from hisparse.files import check_target
 
     if json_out is None:
         if resume:
             raise click.UsageError("--resume needs --json FILE (the report to continue)")
         return []
+    try:
+        check_target(json_out)  # a bad path fails now, not after the first cell
+    except OutputPathError as e:
+        raise click.UsageError(str(e)) from None
     path = Path(json_out)
-    if not path.exists():
+    if not path.exists() or (force and not resume):
         return []
     if not resume:
-        raise click.UsageError(f"--json {json_out}: the file exists; pass --resume to continue it, or another name")
+        raise click.UsageError(f"--json {json_out}: the file exists; pass --resume to continue it, --force to "
+                               "replace it, or another name")
     try:
         data = json.loads(path.read_text())
         report = stress.StressReport.from_dict(data)
@@ -35,6 +42,22 @@ def _earlier_results(json_out: str | None, resume: bool, backend: str) -> list:
     if data.get("backend") != backend:
         raise click.UsageError(f"--json {json_out}: written by backend {data.get('backend')!r}, this run is {backend!r}")
     return [r for r in report.results if r.status != "fault"]  # a worker death is worth another try
+
+
+def _resume_command(params: dict) -> str:
+    """This invocation's options with --resume: a continued check must select the same cells."""
+    import shlex
+
+    words = ["hisparse-bench", "check"]
+    for name, flag in (("impls", "-i"), ("steps", "--steps"), ("hots", "--hot"), ("items", "--item"),
+                       ("layouts", "--layout")):
+        for value in params.get(name) or ():
+            words += [flag, str(value)]
+    words += ["--backend", params["backend_name"], "--top-k", str(params["top_k"]), "--batch", str(params["batch"])]
+    if params.get("sglang_src"):
+        words += ["--sglang-src", params["sglang_src"]]
+    words += ["--json", params["json_out"], "--resume"]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def _multi_step_names() -> list[str]:
@@ -63,16 +86,17 @@ def _multi_step_names() -> list[str]:
                    "\"complete\": false until the last cell).")
 @click.option("--resume", is_flag=True,
               help="With --json: keep the cells already in that file and run only the others.")
+@click.option("--force", is_flag=True, help="Replace an existing --json file (otherwise refused without --resume).")
 @click.option("--sglang-src", type=click.Path(exists=True, file_okay=False), default=None,
               help="sglang checkout or unpacked wheel (default: HISPARSE_SGLANG_SRC, else an installed sglang).")
 @click.pass_context
 def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: tuple[int, ...],
           hots: tuple[int, ...], items: tuple[int, ...], layouts: tuple[str, ...], top_k: int, batch: int,
-          json_out: str | None, resume: bool, sglang_src: str | None) -> None:
+          json_out: str | None, resume: bool, force: bool, sglang_src: str | None) -> None:
     """Run the stress sequences and print implementation x case -> pass or the first failure.
 
     Exit status: 0 when nothing failed (pruned and skipped cells are not failures), 1 when a call
-    failed its checks or a worker died, 2 on a usage error."""
+    failed its checks or a worker died, 2 on a usage error, 130 when interrupted."""
     import os
 
     from hisparse.bench import stress
@@ -89,7 +113,7 @@ def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: 
              for s in (steps or stress.STEPS) for h in (hots or stress.HOT_SIZES)
              for i in (items or stress.ITEM_SIZES) for layout in (layouts or stress.LAYOUTS)]
     names = tuple(impls) or stress.multi_step_implementations()
-    done = _earlier_results(json_out, resume, backend.name)
+    done = _earlier_results(json_out, resume, backend.name, force)
     click.echo(f"{len(names)} implementation(s) x {len(cases)} stress case(s) on backend {backend.name}"
                + (f"; {len(done)} cell(s) kept from {json_out}" if done else ""))
     report = stress.StressReport(list(done))
@@ -99,7 +123,14 @@ def check(ctx: click.Context, impls: tuple[str, ...], backend_name: str, steps: 
         if json_out is not None:  # run_all has appended r to report already
             write_json_atomic(json_out, {"backend": backend.name, "complete": False, **report.to_dict()})
 
-    stress.run_all(names, cases, backend, progress=progress, report=report)
+    try:
+        stress.run_all(names, cases, backend, progress=progress, report=report)
+    except KeyboardInterrupt:  # exit 130, not 1 ("a check failed")
+        click.echo(f"\nInterrupted after {len(report.results)} cell(s). " + (
+            f"Finished cells are in {json_out}; continue with:\n  {_resume_command(ctx.params)}"
+            if json_out is not None else
+            "Nothing was kept: pass --json FILE to keep finished cells, then --resume to continue."), err=True)
+        ctx.exit(130)
     click.echo("")
     click.echo(report.table())
     if json_out is not None:

@@ -41,6 +41,9 @@ def compare(ctx: click.Context, run_a: str, run_b: str, threshold: float, alpha:
     click.echo(text.compare_table(verdicts, threshold=threshold, alpha=alpha, pairs=cmp.counterpart_ratios(a, b)))
     if only_a or only_b:
         click.echo(f"{len(only_a)} case(s) only in A, {len(only_b)} only in B (not compared)")
+        for side, ids in (("only in A (missing in B)", only_a), ("only in B (missing in A)", only_b)):
+            if ids:
+                click.echo(f"  {side}: " + ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else ""))
     regressed = [v.case_id for v in verdicts if v.regressed]
     broken = [v.case_id for v in verdicts if v.newly_failed]
     if regressed:

@@ -25,13 +25,27 @@ def _git_repo(path: str) -> str | None:
               help="Draw a run's plots when the run file has none next to it.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 1 when a regression change point is detected.")
+@click.option("--force", is_flag=True, help="Write into an OUT folder that is not empty (its files are replaced).")
 @click.pass_context
 def dashboard(ctx: click.Context, results_dir: str, out_dir: str, repo: str, machine: str | None,
-              make_plots: bool, fail_on_regression: bool) -> None:
+              make_plots: bool, fail_on_regression: bool, force: bool) -> None:
     """Write the dashboard: benchmarks with sparklines, a trend page per benchmark (median, IQR band,
-    change points), a page per commit (summary table and plots), and the regressions page."""
+    change points), a page per commit (summary table and plots), and the regressions page. A run file
+    that cannot be read is skipped with its reason; the others are built.
+
+    Exit status: 0 built, 1 a regression with --fail-on-regression, 2 on a usage error."""
+    from hisparse.errors import HisparseError
+    from hisparse.files import check_output_dir, same_file
     from hisparse.render.dashboard import build_site
     from hisparse.track.series import load_history
+
+    try:
+        if same_file(out_dir, results_dir) or Path(results_dir).resolve().is_relative_to(Path(out_dir).resolve()):
+            raise click.UsageError(f"--out {out_dir} holds the results it reads (--results {results_dir}): "
+                                   "choose another folder")
+        check_output_dir(out_dir, force=force)
+    except HisparseError as e:
+        raise click.UsageError(str(e)) from e
 
     # track detects the change points, render only draws them
     history = load_history(results_dir, repo=_git_repo(repo), machine=machine)

@@ -5,7 +5,8 @@
     hisparse-bench gate asv --results R RUN.json...             # write asv results (R/asv)
 
 Gate exit status: 0 pass; 4 the gate failed once (re-measure the head, then call again with
-``--confirm``); 1 a CONFIRMED regression (the re-run failed too); 2 usage error or incomparable runs.
+``--confirm``); 1 a CONFIRMED regression (the re-run failed too); 3 the head lacks cases of the base
+(``--allow-missing`` to pass anyway); 2 usage error or incomparable runs.
 Environment: BASELINE (run file or commit, for ``baseline``); HISPARSE_NIGHTLY_MIN_EFFECT (the policy's
 min_effect); TEST HOOK HISPARSE_INJECT_SLOWDOWN=0.10 multiplies every head sample by 1.10 before gating
 (recorded files untouched; a banner says so), so CI can prove the gate fires.
@@ -18,7 +19,7 @@ from dataclasses import replace
 
 import click
 
-EXIT = {"pass": 0, "confirmed": 1, "usage": 2, "suspect": 4}
+EXIT = {"pass": 0, "confirmed": 1, "usage": 2, "missing": 3, "suspect": 4}
 _FILE = click.Path(exists=True, dir_okay=False)
 
 
@@ -33,39 +34,59 @@ def _fail(ctx: click.Context, message: str) -> None:
 @click.option("--confirm", type=_FILE, help="A re-run of the head: only a case failing both fails.")
 @click.option("--results", type=click.Path(file_okay=False), help="Results root: history for the noise.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write every verdict here.")
+@click.option("--force", is_flag=True, help="Replace an existing --json file (otherwise refused).")
 @click.option("--allow-incomparable", is_flag=True, help="Gate runs of different backend, GPU or config.")
+@click.option("--allow-missing", is_flag=True,
+              help="Pass a head that lacks cases of the base (otherwise exit 3: a cut run is not a pass).")
 @click.option("-v", "--verbose", is_flag=True, help="List every case, not only the failing ones.")
 @click.pass_context
-def gate(ctx: click.Context, base, head, confirm, results, json_out, allow_incomparable, verbose) -> None:
+def gate(ctx: click.Context, base, head, confirm, results, json_out, force, allow_incomparable, allow_missing,
+         verbose) -> None:
     """Gate HEAD against BASE under the regression policy (docs/regression.md)."""
     if ctx.invoked_subcommand is not None:
         return
     from hisparse import env
     from hisparse.errors import HisparseError
-    from hisparse.files import write_atomic
+    from hisparse.files import check_new_output, write_atomic
     from hisparse.track import gate as g
     from hisparse.track.policy import DEFAULT_POLICY
 
     if not (base and head):
         _fail(ctx, "--base and --head are required (or a subcommand: baseline, asv)")
     try:
+        if json_out:  # before any work: `--json H.json` once replaced the head it was gating
+            check_new_output(json_out, force=force, inputs=(base, head, confirm), option="--json")
         inject = env.inject_slowdown()
         policy = replace(DEFAULT_POLICY, min_effect=env.nightly_min_effect(DEFAULT_POLICY.min_effect))
         b, h, c = g.read(base), g.read(head), g.read(confirm) if confirm else None
         g.check_comparable(b, h, allow_incomparable=allow_incomparable)
+        if c is not None:
+            g.check_confirm(h, c)
         noise = g.history_noise(results, h, {h.path.resolve()} | ({c.path.resolve()} if c else set()), policy)
-        report = g.gate_runs(b, h, c, noise, inject=inject, policy=policy)
+        report = replace(g.gate_runs(b, h, c, noise, inject=inject, policy=policy), allow_missing=allow_missing)
     except (HisparseError, ValueError) as e:
         _fail(ctx, str(e))
     _print(report, b, h, c, noise_cases=len(noise), inject=inject, min_runs=policy.history_min_runs, verbose=verbose)
+    _print_missing(report)
     if json_out:
         write_atomic(json_out, json.dumps(g.report_json(report, base=base, head=head, confirm=confirm,
                                                         inject=inject, policy=policy), indent=1))
     status = report.exit_status
     click.echo({"confirmed": f"CONFIRMED regression in {report.count('confirmed')} case(s)",
                 "suspect": f"{report.count('suspect')} case(s) failed the gate once: re-run to confirm",
+                "missing": f"INCOMPLETE head: {len(report.missing_in_head)} case(s) of the base are missing "
+                           "(--allow-missing to pass anyway)",
                 "pass": f"pass: {len(report.decisions)} case(s) compared"}[status])
     ctx.exit(EXIT[status])
+
+
+def _print_missing(report) -> None:
+    """Cases only one side has are not gated; a pass must not hide them (a head cut after 5 of 14
+    cases once passed as "5 case(s) compared")."""
+    for what, ids in (("missing in head", report.missing_in_head), ("new in head", report.missing_in_base)):
+        if ids:
+            shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
+            click.echo(f"{what}: {len(ids)} case(s) not gated: {shown}")
 
 
 def _print(report, b, h, c, *, noise_cases: int, inject: float, min_runs: int, verbose: bool) -> None:

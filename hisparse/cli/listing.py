@@ -25,7 +25,7 @@ def list_cases(config: str | None, ci: bool, filters: tuple[str, ...], view: str
         cfg = load_config(config)
         expansion = cfg.expand(ci=ci, filters=cfg.selection(view, filters))
     except HisparseError as e:
-        raise click.ClickException(str(e)) from e
+        raise click.UsageError(str(e)) from e  # exit 2: a bad config is a usage error
     click.echo(text.listing(expansion.cases, expansion.pruned))
     if not view and cfg.views:
         click.echo(f"views (--view NAME): {', '.join(cfg.views)}")

@@ -45,7 +45,7 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
     "cpu-small" when no GPU is available).
 
     Exit status: 0 when every case passed, 1 when one failed, 2 on a usage error (also: nothing to
-    time, or the run file exists), 130 when interrupted."""
+    time, or the run file exists), 130 when interrupted, 143 on SIGTERM (both keep finished cases)."""
     from hisparse.bench import session as sweep
     from hisparse.errors import HisparseError
     from hisparse.render import text
@@ -63,18 +63,42 @@ def run(ctx: click.Context, config: str | None, ci: bool, filters: tuple[str, ..
         raise _UsageFailure(str(e)) from e
     _announce(session)
     try:
-        with _progress(len(session.cases)) as on_case:
+        with _sigterm_as_interrupt(), _progress(len(session.cases)) as on_case:
             record = sweep.execute(session, on_case=on_case)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         path = session.writer.path
-        click.echo(f"\nInterrupted. Finished cases are in {path}; continue with:\n  "
+        what = "Terminated (SIGTERM)" if isinstance(e, Terminated) else "Interrupted"
+        click.echo(f"\n{what}. Finished cases are in {path}; continue with:\n  "
                    f"{_resume_command(session, path, backend_name, env.SGLANG_SRC if sglang_src is not None else None)}", err=True)
-        ctx.exit(130)
+        ctx.exit(143 if isinstance(e, Terminated) else 130)
     record = _more_processes(session, record, processes)
     click.echo("\n" + text.run_summary(record) + f"\n\nrun file: {session.writer.path}")
     if plots:
-        _plots(record, session.writer.path.with_suffix(""))
+        _plots(record, session.writer.path.with_suffix(""), replace_pngs=force or session.resumed)
     ctx.exit(1 if any(c.status == "failed" for c in record.cases) else 0)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Slurm and CI send at a time limit), raised where the run is so it ends as an
+    interrupt does: finished cases kept, the resume command printed; exit 143 (128 + 15)."""
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    import signal
+
+    def raise_terminated(signum, frame):
+        raise Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, raise_terminated)
+    except ValueError:  # not the main thread: signals cannot be caught here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _resume_command(session, path: Path, backend_name: str, sglang_src: str | None) -> str:
@@ -97,21 +121,38 @@ def _resume_command(session, path: Path, backend_name: str, sglang_src: str | No
 
 def _announce(session) -> None:
     """What runs where, said before the first case (and a warning when it will take long)."""
-    from hisparse.bench.session import LONG_RUN_S, estimate_reference_s
     from hisparse.render import text
 
     if session.backend_name == "reference":
         if session.config_defaulted:
             click.echo(f"No GPU available: running configs/{session.config}.yaml on the PyTorch reference backend.")
         click.echo(text.REFERENCE_NOTE)
-        todo = [c for c in session.cases if c.case_id not in session.writer.done_ids]
-        estimate = estimate_reference_s(todo)
-        if estimate > LONG_RUN_S:
-            click.echo(f"warning: {len(todo)} case(s) on the reference backend: expect about "
-                       f"{_duration(estimate)} (a rough estimate; cpu-small takes seconds)", err=True)
+    _announce_duration(session)
     if session.resumed:
         click.echo(f"Resuming {session.writer.path}: {session.resumed_done} case(s) done, {session.to_run} to run.")
     click.echo(f"{len(session.cases)} case(s), {len(session.expansion.pruned)} pruned; writing {session.writer.path}")
+
+
+def _announce_duration(session) -> None:
+    """How long the cases left will take, from what is known: the same cases' earlier runs on this
+    machine and backend (the run file's folder and the committed runs). Cases never timed here make the
+    time unknown, and that is said rather than guessed (a cost model once said 77 s for 14.5 minutes)."""
+    from hisparse.bench.session import LONG_RUN_S, default_out_dir, estimate_from_history
+
+    todo = [c for c in session.cases if c.case_id not in session.writer.done_ids]
+    record = session.writer.record
+    folders = [session.writer.path.parent, default_out_dir(session.backend_name),
+               default_out_dir("cuda"), default_out_dir("reference")]
+    est = estimate_from_history(todo, machine=record.environment.get("machine"), backend=record.backend,
+                                config_name=str(record.config.get("name") or session.config), folders=folders)
+    where = f"on {record.environment.get('machine')} ({session.backend_name})"
+    if est.unknown:
+        known = f"; the other {est.known} took {_duration(est.known_s)} before" if est.known else ""
+        click.echo(f"note: {est.unknown} of {len(todo)} case(s) were never timed {where}: the run's duration is "
+                   f"unknown{known}", err=True)
+    elif est.known_s > LONG_RUN_S:
+        click.echo(f"warning: {len(todo)} case(s) {where}: expect about {_duration(est.known_s)} "
+                   "(what they took in earlier runs)", err=True)
 
 
 @contextmanager
@@ -158,11 +199,21 @@ def _retime_in_new_process(path: Path, backend: str) -> None:
         click.echo(f"retime process exited with {proc.returncode}; {path} keeps what it had", err=True)
 
 
-def _plots(record, out_dir: Path) -> None:
+def _plots(record, out_dir: Path, *, replace_pngs: bool) -> None:
+    """The run's figures in ``out_dir``; PNGs already there are replaced only with --force or on
+    --resume (then they are this run's own), else the plots are skipped with the way to draw them."""
+    from hisparse.errors import OutputPathError
+    from hisparse.files import check_output_dir
+
     try:
         from hisparse.render.plots import plot_run
     except ImportError as e:  # matplotlib missing: the run itself is complete
         click.echo(f"plots skipped: {e}")
+        return
+    try:
+        check_output_dir(out_dir, force=replace_pngs, pattern="*.png", option="plot folder")
+    except OutputPathError as e:  # the run file is complete: keep exit status for the cases
+        click.echo(f"plots skipped: {e} (then `hisparse-bench plot RUN --force`)", err=True)
         return
     paths = plot_run(record, out_dir)
     if paths:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hisparse import stats
-from hisparse.files import write_json_atomic
+from hisparse.files import claim_new, safe_name, write_json_atomic
 from hisparse.results import metadata
 from hisparse.errors import ResultFormatError
 
@@ -47,19 +48,25 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _floats(where: str, values: Any) -> tuple[float, ...]:
+def _floats(where: str, values: Any, *, positive: bool = False) -> tuple[float, ...]:
+    """``values`` as floats, each a finite number (not a boolean or a string: ``true`` once read as
+    1.0 us and ``"3"`` as 3 us); ``positive``: each > 0 too (a time per call of zero or less is no
+    measurement, and once gave "improved" at ratio -1.005)."""
     if values is None:
         return ()
     if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
         raise ResultFormatError(f"{where}: expected a list of numbers, got {type(values).__name__}")
-    try:
-        return tuple(float(x) for x in values)
-    except (TypeError, ValueError) as e:
-        raise ResultFormatError(f"{where}: expected a list of numbers ({e})") from e
+    out = []
+    for i, x in enumerate(values):
+        if not _is_number(x) or not math.isfinite(x) or (positive and x <= 0):
+            allowed = "finite numbers > 0 (microseconds)" if positive else "finite numbers"
+            raise ResultFormatError(f"{where}[{i}]: {x!r} is not allowed; expected {allowed}")
+        out.append(float(x))
+    return tuple(out)
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _int(where: str, value: Any) -> int:
@@ -91,7 +98,8 @@ class Run:
         _int(f"{where}: process", self.process)
         _int(f"{where}: round", self.round)
         for name in ("samples_us", "replay_us", "warmup_us"):
-            object.__setattr__(self, name, _floats(f"{where}: {name}", getattr(self, name)))
+            object.__setattr__(self, name, _floats(f"{where}: {name}", getattr(self, name),
+                                                   positive=name != "warmup_us"))
         if not self.samples_us:
             raise ResultFormatError(f"{where}: samples_us is empty (a run is at least one sample)")
         if self.replay_us and len(self.replay_us) % len(self.samples_us):
@@ -117,7 +125,10 @@ class Run:
             if data.get(key) is not None and not isinstance(data[key], dict):
                 raise ResultFormatError(f"{where}: {key}: expected an object or null")
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except ResultFormatError as e:  # named by where it sits in the file (its case), not only by its indices
+            raise ResultFormatError(f"{where}: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -420,6 +431,17 @@ class CaseResult:
                    wall_s=wall_s)
 
 
+def _refuse_duplicate_ids(cases: tuple[CaseResult, ...]) -> None:
+    """A case id twice is two answers to one question: compare took the first entry and gate the
+    second, and they disagreed. Refused rather than either picked."""
+    seen: dict[str, int] = {}
+    for i, c in enumerate(cases):
+        if c.case_id in seen:
+            raise ResultFormatError(f"case {c.case_id}: the case id appears twice (cases[{seen[c.case_id]}] and "
+                                    f"cases[{i}]); a run holds one entry per case")
+        seen[c.case_id] = i
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """A whole run file. ``finished`` is None while the sweep runs or after an interruption."""
@@ -632,8 +654,9 @@ _UPGRADES: dict[int, Any] = {1: _v1_to_v2}
 
 def upgrade(data: dict) -> dict:
     """Bring a parsed run file to SCHEMA_VERSION; refuse unknown or future versions."""
-    if not isinstance(data, dict):
-        raise ResultFormatError(f"run file: expected a JSON object, got {type(data).__name__}")
+    if not isinstance(data, dict) or "schema_version" not in data:
+        what = "a JSON object without schema_version" if isinstance(data, dict) else f"JSON {type(data).__name__}"
+        raise ResultFormatError(f"not a run file: {what} (a run file is what `hisparse-bench run` writes)")
     version = data.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise ResultFormatError(f"run file: schema_version must be an integer, got {version!r}")
@@ -658,18 +681,24 @@ def run_from_dict(data: dict) -> RunRecord:
             raise ResultFormatError(f"run file: missing field {key!r}")
     if not isinstance(data["cases"], list):
         raise ResultFormatError("run file: 'cases' must be a list")
-    problems = metadata.validate(data["environment"] or {})
+    if not isinstance(data["environment"], dict):
+        # without it nothing says which machine, GPU or commit measured the cases: no verdict can use them
+        raise ResultFormatError(f"run file: environment must be an object (machine, gpu, git_commit, ...), "
+                                f"got {data['environment']!r}")
+    problems = metadata.validate(data["environment"])
     if problems:
         raise ResultFormatError("run file: " + "; ".join(problems))
     try:
-        return RunRecord(
+        record = RunRecord(
             run_id=data["run_id"], created=data["created"], finished=data.get("finished"),
-            backend=data["backend"], config=data["config"] or {}, environment=data["environment"] or {},
+            backend=data["backend"], config=data["config"] or {}, environment=data["environment"],
             floors=data.get("floors") or {}, cases=tuple(CaseResult.from_dict(c) for c in data["cases"]),
             schema_version=data["schema_version"],
         )
     except TypeError as e:  # a field of the wrong shape
         raise ResultFormatError(f"run file: {e}") from e
+    _refuse_duplicate_ids(record.cases)
+    return record
 
 
 def load_run(path: str | os.PathLike) -> RunRecord:
@@ -698,7 +727,8 @@ def write_run(record: RunRecord, path: str | os.PathLike) -> Path:
 def make_run_id(created: datetime, commit: str | None, config_name: str) -> str:
     """``<YYYYmmdd-HHMMSS>_<commit12>_<config>`` (UTC)."""
     safe = "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in config_name) or "config"
-    return f"{created.strftime('%Y%m%d-%H%M%S')}_{(commit or 'nogit')[:12]}_{safe}"
+    # the commit may come from HISPARSE_GIT_COMMIT: a path separator there would move the run file
+    return f"{created.strftime('%Y%m%d-%H%M%S')}_{safe_name((commit or 'nogit')[:12], fallback='nogit')}_{safe}"
 
 
 class RunWriter:
@@ -711,9 +741,14 @@ class RunWriter:
     def __init__(self, path: str | os.PathLike, record: RunRecord) -> None:
         self.path = Path(path)
         self.record = record
+        self._kept: dict[str, tuple[CaseResult, dict]] = {}  # resume: case id -> (as loaded, its entry as read)
 
     @classmethod
-    def create(cls, path: str | os.PathLike, record: RunRecord) -> "RunWriter":
+    def create(cls, path: str | os.PathLike, record: RunRecord, *, exclusive: bool = True) -> "RunWriter":
+        """``exclusive``: claim the name first (FileExistsError when it is taken, even by a run started
+        at the same moment: two runs once passed the "exists?" check together and wrote one file)."""
+        if exclusive:
+            claim_new(path)
         writer = cls(path, record)
         writer.flush()
         return writer
@@ -721,7 +756,7 @@ class RunWriter:
     @classmethod
     def resume(cls, path: str | os.PathLike, *, config_hash: str, backend: str,
                environment: dict | None = None) -> "RunWriter":
-        record = load_run(path)
+        record, entries = _load_with_entries(path)
         if record.config_hash != config_hash:
             raise ResultFormatError(
                 f"{path}: cannot resume: the run was made with config hash {record.config_hash}, this config "
@@ -733,7 +768,10 @@ class RunWriter:
             diff = metadata.mismatches(record.environment, environment)
             if diff:
                 raise ResultFormatError(f"{path}: cannot resume on a different environment: " + "; ".join(diff))
-        return cls(path, replace(record, finished=None))
+        writer = cls(path, replace(record, finished=None))
+        if entries is not None:
+            writer._kept = {c.case_id: (c, e) for c, e in zip(record.cases, entries)}
+        return writer
 
     @property
     def done_ids(self) -> set[str]:
@@ -753,4 +791,19 @@ class RunWriter:
         return self.record
 
     def flush(self) -> None:
-        write_run(self.record, self.path)
+        data = self.record.to_dict()
+        if self._kept:  # a resumed file's cases this process did not time are written back as they were read
+            data["cases"] = [self._as_read(c, d) for c, d in zip(self.record.cases, data["cases"])]
+        write_json_atomic(self.path, data)
+
+    def _as_read(self, case: CaseResult, written: dict) -> dict:
+        kept = self._kept.get(case.case_id)
+        return kept[1] if kept is not None and kept[0] is case else written
+
+
+def _load_with_entries(path: str | os.PathLike) -> tuple[RunRecord, list | None]:
+    """``load_run(path)`` and, for a file of the current schema, its case entries as they stand in the
+    file (None for an older schema: those cases are rewritten upgraded)."""
+    record = load_run(path)
+    data = json.loads(Path(path).read_text())
+    return record, data["cases"] if data.get("schema_version") == SCHEMA_VERSION else None

@@ -326,6 +326,10 @@ def run_files(run: Mapping, results_dir: str | os.PathLike, *, machine: str | No
     commit = env_block.get("git_commit")
     if not machine:
         raise ValueError("convert_run: no machine name (set HISPARSE_MACHINE or environment.machine)")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", str(machine)) or set(str(machine)) == {"."}:
+        # the machine is a folder under results_dir: "../../x" would write outside it
+        raise ValueError(f"convert_run: machine name {machine!r} is not one safe path component "
+                         "(letters, digits, '.', '_', '-')")
     if not commit or not re.fullmatch(r"[0-9a-f]{7,40}", str(commit)):
         raise ValueError(f"convert_run: the run has no git commit (environment.git_commit={commit!r})")
     results_dir = Path(results_dir)

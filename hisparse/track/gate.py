@@ -118,17 +118,21 @@ class GateReport:
     decisions: tuple[pol.Decision, ...]
     newly_failed: tuple[str, ...]  # timed in the base, failed in the head
     no_history: tuple[str, ...]  # head cases gated without a history noise estimate
+    missing_in_head: tuple[str, ...] = ()  # base cases the head does not have (a cut run): not gated
+    missing_in_base: tuple[str, ...] = ()  # new head cases: nothing to gate them against
+    allow_missing: bool = False  # a head without some base cases may pass (a deliberately smaller head)
 
     def count(self, status: str) -> int:
         return sum(d.status == status for d in self.decisions)
 
     @property
     def exit_status(self) -> str:
-        """"confirmed" (a regression), "suspect" (re-run the head and gate again) or "pass"."""
+        """"confirmed" (a regression), "suspect" (re-run the head and gate again), "missing" (the head
+        lacks cases of the base: a pass would vouch for cases nobody timed) or "pass"."""
         for status in ("confirmed", "suspect"):
             if self.count(status):
                 return status
-        return "pass"
+        return "missing" if self.missing_in_head and not self.allow_missing else "pass"
 
 
 def check_comparable(base: GateRun, head: GateRun, *, allow_incomparable: bool = False) -> None:
@@ -154,7 +158,25 @@ def gate_runs(base: GateRun, head: GateRun, confirm: GateRun | None, noise: dict
         decisions.append(pol.judge_with_confirm(b[case_id], [x * scale for x in h[case_id]], rerun, policy,
                                                 noise=noise.get(case_id), case_id=case_id))
     failed = tuple(sorted(c.case_id for c in head.record.cases if c.status == "failed" and c.case_id in b))
-    return GateReport(tuple(decisions), failed, tuple(sorted(set(h) - set(noise))))
+    base_ids, head_ids = set(base.record.case_ids()), set(head.record.case_ids())
+    return GateReport(tuple(decisions), failed, tuple(sorted(set(h) - set(noise))),
+                      missing_in_head=tuple(sorted(base_ids - head_ids)),
+                      missing_in_base=tuple(sorted(head_ids - base_ids)))
+
+
+def check_confirm(head: GateRun, confirm: GateRun) -> None:
+    """GateError unless ``confirm`` re-ran the head's sweep: the same machine, backend, GPU and config
+    (name and hash). A confirm run of another config once "unconfirmed" every suspect case of a head
+    that was 2x slower."""
+    h, c = head.record, confirm.record
+    differ = [f"{what}: head {a!r}, confirm {b!r}" for what, a, b in (
+        ("machine", head.machine, confirm.machine), ("backend", h.backend, c.backend),
+        ("gpu", h.environment.get("gpu"), c.environment.get("gpu")),
+        ("config name", h.config.get("name"), c.config.get("name")),
+        ("config hash", h.config_hash, c.config_hash)) if a != b]
+    if differ:
+        raise GateError(f"--confirm {confirm.path}: not a re-run of the head ({'; '.join(differ)}); re-run the "
+                        "head's config on the head's machine and backend and pass that run file")
 
 
 def report_json(report: GateReport, *, base: str, head: str, confirm: str | None, inject: float,
@@ -163,13 +185,14 @@ def report_json(report: GateReport, *, base: str, head: str, confirm: str | None
     return {"base": base, "head": head, "confirm": confirm, "inject_slowdown": inject, "policy": policy.to_dict(),
             "decisions": [{"status": d.status, "first": d.first.to_dict(),
                            "second": d.second.to_dict() if d.second else None} for d in report.decisions],
-            "newly_failed": list(report.newly_failed)}
+            "newly_failed": list(report.newly_failed), "missing_in_head": list(report.missing_in_head),
+            "missing_in_base": list(report.missing_in_base)}
 
 
 def write_asv(results: str | Path, paths: list[str], repo: str | Path) -> list[str]:
     """Convert run files into asv results under ``<results>/asv``; one message per file."""
     from hisparse import env
-    from hisparse.files import write_atomic
+    from hisparse.files import safe_name, write_atomic
     from hisparse.track.asv import convert_run
     from hisparse.track.history import commit_dates
 
@@ -178,7 +201,7 @@ def write_asv(results: str | Path, paths: list[str], repo: str | Path) -> list[s
         run = read(path)
         date = commit_dates(repo, [run.commit]).get(run.commit) if run.commit else None
         try:
-            written = convert_run(run.record.to_dict(), Path(results) / "asv", machine=run.machine,
+            written = convert_run(run.record.to_dict(), Path(results) / "asv", machine=safe_name(run.machine),
                                   python=env.asv_python(), write=write_atomic, commit_date_ms=int(date.timestamp() * 1000) if date else None)
         except ValueError as e:
             out.append(f"asv: {path}: skipped ({e})")

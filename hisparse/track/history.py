@@ -28,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 
 from hisparse import env
-from hisparse.files import write_atomic
+from hisparse.files import safe_name, write_atomic
 from hisparse.gitutil import git, git_or_none
 from hisparse.results import metadata
 from hisparse.errors import HisparseError, ResultFormatError
@@ -226,8 +226,9 @@ def build_series(runs: Sequence[RunFile], *, repo: str | os.PathLike | None = No
 
 
 def machine_name(machine: str | None = None) -> str:
-    """--machine, else HISPARSE_MACHINE, else the hostname (``metadata.machine_name``, what the engine records)."""
-    return machine or metadata.machine_name()
+    """--machine, else HISPARSE_MACHINE, else the hostname (``metadata.machine_name``, what the engine
+    records), as one safe path component: it names folders under --results."""
+    return safe_name(machine or metadata.machine_name())
 
 
 def resolve_commits(repo: str | os.PathLike, spec: str) -> list[str]:

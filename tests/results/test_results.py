@@ -193,10 +193,10 @@ def test_v1_rounds_and_processes_become_runs():
 
 
 def test_v1_replays_split_with_their_samples():
-    case = _v1_case(samples_per_round=[3, 3], replays_per_sample=2, replay_us=[float(x) for x in range(12)])
+    case = _v1_case(samples_per_round=[3, 3], replays_per_sample=2, replay_us=[float(x) for x in range(1, 13)])
     (c,) = results.run_from_dict(_v1_file(case)).cases
-    assert [r.replay_us for r in c.runs] == [tuple(float(x) for x in range(6)), tuple(float(x) for x in range(6, 12))]
-    assert c.settings["replays_per_sample"] == 2 and c.replay_us == tuple(float(x) for x in range(12))
+    assert [r.replay_us for r in c.runs] == [tuple(float(x) for x in range(1, 7)), tuple(float(x) for x in range(7, 13))]
+    assert c.settings["replays_per_sample"] == 2 and c.replay_us == tuple(float(x) for x in range(1, 13))
 
 
 def test_v1_clock_lists_that_do_not_line_up_stay_with_the_first_run():

@@ -116,6 +116,20 @@ def item_rows(name: str, t: torch.Tensor, item_size_bytes: int, *, device: torch
     return rows
 
 
+def item_size_at_fault(name: str, t: torch.Tensor, item_size_bytes: int, row: int) -> InputError | None:
+    """The error to raise when ``row`` lies outside buffer ``name`` and the buffer is no whole number of
+    items of ``item_size_bytes``: then the item size, not the table that named the row, is the likely
+    fault (item_size_bytes=577 on 576-byte rows was once blamed on state.scratch_locs). None otherwise."""
+    nbytes = t.numel() * t.element_size()
+    if nbytes % item_size_bytes == 0:
+        return None
+    return InputError(
+        f"item_size_bytes: {item_size_bytes} does not divide {name}'s {nbytes} bytes, so it holds only "
+        f"{nbytes // item_size_bytes} whole rows and row {row} falls outside it; pass the row size the buffers "
+        "were made with"
+    )
+
+
 def check_top_k_rows(tokens: torch.Tensor, seq_lens: torch.Tensor, where, *,
                      slot_table: torch.Tensor | None = None) -> None:
     """The one top-k contract of both swaps (docs/design.md, "The top-k contract"), on CPU int64
@@ -132,6 +146,10 @@ def check_top_k_rows(tokens: torch.Tensor, seq_lens: torch.Tensor, where, *,
     ``where(r)`` names row r in the message ("row 3" or "row 3, step 1")."""
     if tokens.numel() == 0:
         return
+    negative = seq_lens < 0
+    if bool(negative.any()):  # checked first: the tokens' range is derived from it, and would take the blame
+        r = int(torch.nonzero(negative)[0, 0])
+        raise InputError(f"seq_lens: {where(r)}: must be >= 0 (a context length), got {int(seq_lens[r])}")
     seq = seq_lens.to(torch.int64).unsqueeze(1)
     direct = torch.zeros_like(seq, dtype=torch.bool) if slot_table is None else (slot_table.unsqueeze(1) > 0)
     limit = seq if slot_table is None else torch.where(direct, slot_table.to(torch.int64).unsqueeze(1), seq)

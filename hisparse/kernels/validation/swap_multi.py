@@ -22,6 +22,7 @@ from hisparse.kernels.limits import MAX_HOT_BUFFER_SIZE, MAX_STEPS, MAX_STEPS_X_
 from hisparse.kernels.signature import Bound, keyword_op
 from hisparse.kernels.state import MultiStepState
 from hisparse.kernels.validation.common import (
+    item_size_at_fault,
     INDEX_DTYPES,
     check_int,
     check_plan,
@@ -185,6 +186,9 @@ def _check_referenced_host_rows(kw: dict, shape: SwapMultiShape, rids: torch.Ten
     bad = valid & (src >= shape.host_rows)
     if bool(bad.any()):
         b, i = _first_bad(bad)
+        blame = item_size_at_fault("host_cache", kw["host_cache"], shape.item_size_bytes, int(src[b, i]))
+        if blame is not None:
+            raise blame
         raise InputError(
             f"host_cache_locs: row {int(src[b, i])} of token {int(tok[b, i])} (request slot {int(rids[b])}) "
             f"is outside host_cache, allowed -1 (not on host) or [0, {shape.host_rows})"
@@ -200,6 +204,9 @@ def _check_device_rows(kw: dict, shape: SwapMultiShape, rids: torch.Tensor) -> N
         bad = locs >= shape.device_rows
         if bool(bad.any()):
             b, j = _first_bad(bad)
+            blame = item_size_at_fault("device_buffer", kw["device_buffer"], shape.item_size_bytes, int(locs[b, j]))
+            if blame is not None:
+                raise blame
             raise InputError(
                 f"{name}: row {int(locs[b, j])} (request slot {int(rids[b])}, column {j}) is outside "
                 f"device_buffer, allowed < 0 (no row) or [0, {shape.device_rows})"

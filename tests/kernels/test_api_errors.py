@@ -1,0 +1,56 @@
+"""API errors name the argument at fault (issue 40), and ``hisparse.reference`` leads to its ops.
+Each bad call sits next to its planted control: the same call, unmodified, that must run."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import hisparse
+from hisparse.errors import InputError
+from hisparse.kernels.scenarios import build_case
+
+
+def _case():
+    tokens = torch.tensor([[[0, 1, 2, 3], [1, 2, 3, 4]]], dtype=torch.int32)
+    return build_case(tokens, torch.tensor([100, 100], dtype=torch.int64), hot=8, page=2, max_len=128)
+
+
+def test_control_the_unmodified_call_runs():
+    hisparse.reference.swap_multi_step(**_case().kwargs)
+
+
+def test_an_item_size_the_buffers_were_not_made_with_is_blamed_on_item_size_bytes():
+    kw = _case().kwargs
+    assert kw["item_size_bytes"] == 576
+    with pytest.raises(InputError) as e:
+        hisparse.reference.swap_multi_step(**{**kw, "item_size_bytes": 1154})
+    assert str(e.value).startswith("item_size_bytes: 1154 does not divide device_buffer's")
+    assert "scratch_locs" not in str(e.value)
+
+
+def test_a_negative_seq_len_is_blamed_on_seq_lens():
+    kw = _case().kwargs
+    with pytest.raises(InputError) as e:
+        hisparse.reference.swap_multi_step(**{**kw, "seq_lens": torch.tensor([-5, 100], dtype=kw["seq_lens"].dtype)})
+    assert str(e.value) == "seq_lens: row 0, step 0: must be >= 0 (a context length), got -5"
+
+
+def test_a_table_row_outside_a_whole_buffer_is_still_blamed_on_the_table():
+    kw = _case().kwargs
+    locs = kw["device_buffer_locs"].clone()
+    locs[0, 0] = 10_000
+    with pytest.raises(InputError, match=r"^device_buffer_locs: row 10000"):
+        hisparse.reference.swap_multi_step(**{**kw, "device_buffer_locs": locs})
+
+
+def test_hisparse_reference_exposes_its_ops_and_names_what_it_has():
+    import importlib
+
+    importlib.import_module("hisparse.kernels.reference.copy_planned")  # the submodule of that name, loaded first
+
+    ref = hisparse.reference
+    for name in ("swap_single_step", "swap_multi_step", "copy_planned", "check_single_step", "check_multi_step"):
+        assert callable(getattr(ref, name)) and getattr(ref, name).__name__ == name
+    assert ref.swap_multi.__name__ == "hisparse.kernels.reference.swap_multi"  # the submodule, as before
+    with pytest.raises(AttributeError, match="it exports swap_single_step, swap_multi_step"):
+        ref.swap_multi_step_v2  # noqa: B018
