@@ -89,6 +89,8 @@ def run_table(run: RunRecord) -> str:
     # On the reference backend the gather floor is a PyTorch copy on the CPU and GB/s a CPU rate:
     # ratios of 12x-1800x and 0.0002 GB/s that say nothing about a kernel, so "-" as for the PCIe floor.
     kernel_times = run.backend != "reference"
+    # the warm gather column only where the engine recorded it (floors.gather_warm_us: L = 1's gather)
+    warm_col = any(axes.gather_warm_us(c.floor) for c in run.cases if c.ok)
     rows, reread = [], []
     for c in run.cases:
         if not c.ok:
@@ -97,24 +99,41 @@ def run_table(run: RunRecord) -> str:
         share = reread_share(w) if d.get("over_pcie_floor") is not None else None
         if share is not None:
             reread.append(share)
+        warm = axes.gather_warm_us(c.floor)
         rows.append([
-            c.case_id, us(s.get("median_us")), us(s.get("iqr_us")),
+            c.case_id, axes.regime(c.params), us(s.get("median_us")), us(s.get("iqr_us")),
+            pct(axes.relative_noise(c.summary)),
             ratio(d.get("over_pcie_floor")) + ("" if share is None else "*"),
             ratio(d.get("over_gather_floor") if kernel_times else None),
+        ] + ([ratio(c.median_us / warm if warm and kernel_times else None)] if warm_col else []) + [
             num(d.get("gbps") if kernel_times else None, ".3g"),
             ratio(c.speedup),
             num(w.get("unique_misses_per_call"), ".0f"),
         ])
     if not rows:
         return "(no timed cases)"
-    out = table(["case", "time/call us", "IQR us", "/PCIe floor", "/gather floor", "GB/s", "speedup vs LRU",
-                 "misses/call"], rows)
+    out = table(["case", "regime", "time/call us", "IQR us", "noise", "/PCIe floor", "/gather floor"]
+                + (["/gather warm"] if warm_col else []) + ["GB/s", "speedup vs LRU", "misses/call"], rows,
+                "ll" + "r" * (len(rows[0]) - 2))
+    out += ("\nregime: warm = every call on one host pool (layers = 1); decode L=N = calls rotate over N "
+            "per-layer host pools (translations cold). noise = IQR / median.")
     if reread:
         lo, hi = f"{min(reread):.0%}", f"{max(reread):.0%}"
         out += (f"\n* rows read more than once: the PCIe floor counts every row a call copies, but these cases"
                 f" read only {lo if lo == hi else f'{lo}-{hi}'} of them as distinct host rows (requests or"
                 f" layers share rows), and a re-read row need not cross the link, so the case can run under it.")
     return out
+
+
+def noisy_cases_warning(run: RunRecord, threshold: float) -> str:
+    """"" or a warning naming the timed cases whose IQR / median exceeds ``threshold`` (the gate's floor
+    without history): a change of that size is not resolvable on them."""
+    noisy = [(c.case_id, axes.relative_noise(c.summary)) for c in run.cases if c.ok]
+    noisy = [(cid, n) for cid, n in noisy if n is not None and n > threshold]
+    if not noisy:
+        return ""
+    return (f"warning: {len(noisy)} case(s) noisier than the gate's {threshold:.1%} threshold (IQR / median): "
+            + ", ".join(f"{cid} ({pct(n)})" for cid, n in noisy))
 
 
 def failed_table(run: RunRecord) -> str:
@@ -179,10 +198,12 @@ def vs_sglang_table(run: RunRecord) -> str:
             + "\n" + faster_line(ratios))
 
 
-def run_summary(run: RunRecord) -> str:
-    """Header, the per-case table, ours vs sglang, bimodal cases, failed cases with reasons, pruned count."""
+def run_summary(run: RunRecord, noise_threshold: float = 0.05) -> str:
+    """Header, the per-case table, ours vs sglang, bimodal cases, cases noisier than
+    ``noise_threshold`` (the gate's floor without history), failed cases with reasons, pruned count."""
     parts = [run_header(run), "", run_table(run)]
-    for extra in (vs_sglang_table(run), bimodal_table(run), failed_table(run)):
+    for extra in (vs_sglang_table(run), bimodal_table(run), noisy_cases_warning(run, noise_threshold),
+                  failed_table(run)):
         if extra:
             parts += ["", extra]
     pruned = run.config.get("pruned") or []
