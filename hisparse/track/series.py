@@ -14,7 +14,7 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.track import changepoint
 from hisparse.track.changepoint import ChangePoint
-from hisparse.track.history import RunFile, Series, build_series, order_commits, scan_runs
+from hisparse.track.history import RunFile, Series, build_series, order_commits, scan_runs, timing_key
 
 REGRESSION = changepoint.REGRESSION
 IMPROVEMENT = changepoint.IMPROVEMENT
@@ -39,7 +39,7 @@ class TrackedSeries:
     def key(self) -> str:
         # backend in the key: the reference and the cuda series of one case on one machine stay apart
         s = self.series
-        return f"{s.machine}/{s.backend}/{s.case_id}"
+        return f"{s.machine}/{s.backend}/{s.case_id}" + (f"@{s.timing}" if s.timing else "")
 
     @property
     def regressions(self) -> list[ChangePoint]:
@@ -67,6 +67,7 @@ def _floors(series: Series, runs: list[RunFile]) -> list[float | None]:
     for p in series.points:
         vals = [float(f) for rid in p.run_ids for c in by_id[rid].cases
                 if c["case_id"] == series.case_id and str(by_id[rid].data.get("backend") or "") == series.backend
+                and timing_key(c.get("timing")) == series.timing
                 for f in [(c.get("floor") or {}).get("pcie_floor_us")] if f]
         out.append(stats.median(vals) if vals else None)
     return out
