@@ -185,14 +185,33 @@ def write_asv(results: str | Path, paths: list[str], repo: str | Path) -> list[s
     from hisparse.track.history import commit_dates
 
     out = []
-    for path in paths:
-        run = read(path)
+    for path, run, data in _merged_by_commit(paths):
         date = commit_dates(repo, [run.commit]).get(run.commit) if run.commit else None
         try:
-            written = convert_run(run.record.to_dict(), Path(results) / "asv", machine=run.machine,
+            written = convert_run(data, Path(results) / "asv", machine=run.machine,
                                   python=env.asv_python(), write=write_atomic, commit_date_ms=int(date.timestamp() * 1000) if date else None)
         except ValueError as e:
             out.append(f"asv: {path}: skipped ({e})")
             continue
         out.append(f"asv: {written}")
+    return out
+
+
+def _merged_by_commit(paths: list[str]) -> list[tuple[str, GateRun, dict]]:
+    """(path, latest run, run dict) per machine and commit: asv keeps one result file per commit, so
+    the runs of one commit (default and vs-sglang configs) are merged, the later run's case winning
+    where both timed one; written one by one, the second file replaced the first."""
+    groups: dict[tuple, list[tuple[str, GateRun]]] = {}
+    for path in paths:
+        run = read(path)
+        groups.setdefault((run.machine, run.commit or f"path:{path}"), []).append((path, run))
+    out = []
+    for members in groups.values():
+        members.sort(key=lambda m: m[1].created)
+        cases: dict[str, dict] = {}
+        for _, run in members:
+            for case in run.record.to_dict()["cases"]:
+                cases[case["case_id"]] = case
+        path, latest = members[-1]
+        out.append((", ".join(p for p, _ in members), latest, {**latest.record.to_dict(), "cases": list(cases.values())}))
     return out

@@ -56,3 +56,25 @@ def test_a_3_percent_slowdown_passes_without_history_and_is_suspect_with_it(tmp_
                                       env=ENV)
     assert with_history.exit_code == 4, with_history.output
     assert "suspect      multi_step/serving/b1: 99.95 -> 103.0 us (1.03x slower, threshold 0.50%" in with_history.output
+
+
+def test_asv_results_merge_the_runs_of_one_commit(tmp_path):
+    """Two configs run at one commit (default, vs-sglang) give one asv result file holding both."""
+    import json
+
+    def run(name, impl, created):
+        case = CaseResult(case_id=f"{impl}/serving/b1/s4/k2048/h4096/i576/pdl0",
+                          params={"implementation": impl, "workload": "serving", "batch": 1, "steps": 4, "top_k": 2048,
+                                  "hot_buffer_size": 4096, "item_size_bytes": 576, "pdl": False},
+                          status="ok", samples_us=tuple(10.0 + 0.1 * i for i in range(10)))
+        rec = RunRecord(run_id=name, created=created, finished=created, backend="cuda", config={"name": name, "hash": "h"},
+                        environment={"machine": "h200", "gpu": "NVIDIA H200", "git_commit": "c" * 40}, floors={},
+                        cases=(case,))
+        return str(write_run(rec, tmp_path / "runs" / f"{name}.json"))
+
+    paths = [run("default", "multi_step", "2026-12-03T10:00:00Z"), run("vs-sglang", "lru_sequential", "2026-12-03T11:00:00Z")]
+    lines = g.write_asv(tmp_path, paths, tmp_path)
+    assert len(lines) == 1 and "skipped" not in lines[0]
+    (result,) = (tmp_path / "asv" / "h200").glob("cccccccc-*.json")
+    names = set(json.loads(result.read_text())["results"])
+    assert any("multi_step" in n.lower() or "MultiStep" in n for n in names) and len(names) == 2
