@@ -34,6 +34,7 @@ from hisparse.render.text import modes_text
 from hisparse.track.changes import change_words
 from hisparse.results.model import reread_share
 from hisparse.track.history import CommitPoint, RunFile
+from hisparse.track.series import Pair, sglang_pairs
 from hisparse.track.series import REGRESSION, ChangePoint, History, TrackedSeries
 
 CSS = """
@@ -107,7 +108,7 @@ def _quartiles(xs: Sequence[float]) -> tuple[float, float]:
 def _page(title: str, body: str, depth: int = 0) -> str:
     up = "../" * depth
     nav = (f'<a href="{up}index.html">Benchmarks</a><a href="{up}regressions.html">Regressions</a>'
-           f'<a href="{up}commits.html">Commits</a>')
+           f'<a href="{up}commits.html">Commits</a><a href="{up}sglang.html">sglang pairs</a>')
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{E(title)}</title>"
             f"<style>{CSS}</style><script>{FILTER_JS}</script></head><body><header>{nav}</header>"
             f"<main><h1>{E(title)}</h1>{body}</main></body></html>\n")
@@ -528,6 +529,43 @@ def _changes_html(changes: Sequence[tuple]) -> str:
             + _table(["<series", "<parent", "vs parent", "<verdict", "vs baseline"], rows, empty="every series unchanged"))
 
 
+def _sglang_page(pairs: Sequence[Pair]) -> str:
+    """Every pair of ours and sglang's series: the latest ours/sglang, its trend over commits (one
+    shared scale: 0 to 1.5, the dashed line at 1 = as fast as sglang), and how many commits had both."""
+    rows = []
+    for pr in pairs:
+        values = [r for _, r in pr.ratios]
+        latest = values[-1] if values else None
+        cls = "" if latest is None else (' class="good"' if latest < 1 else ' class="bad"')
+        rows.append([_link(_bench_href(pr.ours), pr.ours.series.case_id), E(pr.ours.series.timing or "-"),
+                     _link(_bench_href(pr.theirs), pr.theirs.series.case_id.split("/")[0]),
+                     "-" if latest is None else f'<span{cls} data-v="{latest:.6f}">{latest:.3f}</span>',
+                     str(len(values)), _ratio_spark(values)])
+    faster = sum(1 for pr in pairs if pr.ratios and pr.ratios[-1][1] < 1)
+    rated = sum(1 for pr in pairs if pr.ratios)
+    return _page("Ours vs sglang", (
+        f'<p class="muted">{len(pairs)} pair(s); at the latest commit with both, ours faster in {faster} of {rated}. '
+        "ours/sglang = median time ours / median time sglang's (below 1: ours faster), per commit where both "
+        "timed the case with the same timing settings. Click a column to sort.</p>"
+        '<input placeholder="filter" oninput="filterRows(this.value)">'
+        + _table(["<ours", "<timing", "<sglang's", "latest ours/sglang", "commits", "trend"], rows,
+                 body_class="filter", empty="no pair of ours and sglang's in these runs", css_class="sortable")))
+
+
+def _ratio_spark(values: Sequence[float], width: int = 140, height: int = 30) -> str:
+    """Ratios on one scale for every row, 0 to 1.5, with the line at 1."""
+    if not values:
+        return ""
+    x = _scale(0, max(len(values) - 1, 1), 4, width - 4)
+    y = _scale(0.0, 1.5, height - 3, 3)
+    pts = " ".join(f"{x(i):.1f},{y(min(v, 1.5)):.1f}" for i, v in enumerate(values))
+    dots = "".join(f'<circle class="pt" cx="{x(i):.1f}" cy="{y(min(v, 1.5)):.1f}" r="2"><title>{v:.3f}</title></circle>'
+                   for i, v in enumerate(values))
+    return (f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+            f'<line x1="0" x2="{width}" y1="{y(1.0):.1f}" y2="{y(1.0):.1f}" stroke="#999" stroke-dasharray="3,3"/>'
+            f'<polyline points="{pts}" fill="none" stroke="#2f6fd0" stroke-width="1.2"/>{dots}</svg>')
+
+
 def commit_changes(tracked: Sequence[TrackedSeries]) -> dict[str, list[tuple]]:
     """commit -> [(series, parent commit, ratio to parent, verdict, ratio to baseline)] for every series
     with an ok point at that commit and an earlier ok point."""
@@ -605,6 +643,7 @@ def build_site(history: History, out_dir: str | os.PathLike, *, make_plots: bool
                   "trend", "<alerts"],
                  (_index_row(t) for t in tracked), body_class="filter", empty="no runs", css_class="sortable")))
 
+    write("sglang.html", _sglang_page(sglang_pairs(tracked)))
     changes = commit_changes(tracked)
     for c in commits:
         write(f"commit/{_commit_slug(c)}.html", _commit_page(c, by_commit[c], dates[c], make_plots, out,

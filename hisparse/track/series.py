@@ -83,3 +83,29 @@ def load_history(results_dir: str | os.PathLike, *, repo: str | os.PathLike | No
     """Read every run under ``results_dir`` (only ``machine``'s when given) and track its series."""
     runs, skipped = scan_runs(results_dir, machine=machine)
     return History(runs, skipped, order_commits(runs, repo), track(runs, repo=repo))
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Our series and sglang's doing the same work (same machine, backend, timing; sglang's case id is
+    ours with the implementation prefixed "sglang_", the implementation table's naming), with
+    ours/sglang per commit where both timed it."""
+
+    ours: TrackedSeries
+    theirs: TrackedSeries
+    ratios: list[tuple[str, float]]  # (commit, median ours / median sglang), oldest first
+
+
+def sglang_pairs(tracked: list[TrackedSeries]) -> list[Pair]:
+    by_key = {(t.series.machine, t.series.backend, t.series.timing, t.series.case_id): t for t in tracked}
+    out = []
+    for t in tracked:
+        s = t.series
+        theirs = by_key.get((s.machine, s.backend, s.timing, "sglang_" + s.case_id))
+        if theirs is None or s.case_id.startswith("sglang_"):
+            continue
+        mine = {p.commit: stats.median(p.samples_us) for p in s.points if p.ok}
+        ratios = [(p.commit, mine[p.commit] / m) for p in theirs.series.points if p.ok and p.commit in mine
+                  for m in [stats.median(p.samples_us)] if m]
+        out.append(Pair(t, theirs, ratios))
+    return out

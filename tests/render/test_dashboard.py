@@ -448,3 +448,27 @@ def test_commit_page_names_its_subject_and_change_against_parent_and_baseline(tm
     spark = re.findall(r'<svg class="spark".*?</svg>', index)[0 if "multi_step" in list(rows)[0] else 1]
     ys = [float(y) for y in re.findall(r'cy="([0-9.]+)"', spark)]
     assert ys == [26.0, 26.0, 15.0]
+
+
+def test_sglang_page_lists_every_pair_with_its_latest_ratio_and_trend(tmp_path):
+    results = tmp_path / "results"
+    import copy
+
+    for i, ours in enumerate((80.0, 90.0)):
+        run = make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": ours, "lru_sequential": 300.0}, seed=i)
+        for c in [c for c in run["cases"] if c["params"]["implementation"] == "multi_step"][:1]:
+            theirs = copy.deepcopy(c)  # sglang's case: the same work at 100 us
+            theirs["case_id"] = "sglang_" + c["case_id"]
+            theirs["params"]["implementation"] = "sglang_multi_step"
+            theirs["samples_us"] = [x * 100.0 / ours for x in c["samples_us"]]
+            theirs.pop("stats", None)
+            run["cases"].append(theirs)
+        write_run(results, run)
+    out = tmp_path / "site"
+    build_site(results, out, make_plots=False)
+    page = (out / "sglang.html").read_text()
+    rows = [r for r in Page(page).rows if r and r[0].startswith("multi_step/")]
+    assert len(rows) == 1 and rows[0][2] == "sglang_multi_step"
+    assert float(rows[0][3]) == pytest.approx(0.9, rel=0.02) and rows[0][4] == "2"
+    assert "ours faster in 1 of 1" in page
+    assert len(re.findall(r'<circle class="pt"', page)) == 2
