@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hisparse.files import write_atomic
+from hisparse.results import axes as case_axes
 from hisparse.results.model import CaseResult, RunRecord, reread_share
 
 
@@ -78,10 +79,16 @@ def _flat_params(c: CaseResult) -> dict:
     p = dict(c.params)
     wp = p.pop(_WP, None)
     if isinstance(wp, dict):
-        p.update({f"{_WP}.{k}": v for k, v in wp.items()})
+        p.update({f"{_WP}.{k}": v for k, v in wp.items() if k != "layers"})
     elif wp is not None:
         p[_WP] = wp
+    # the layer regime is a facet of every figure (a panel per workload and regime): warm (layers = 1 or
+    # absent) and decode L=N cases measure different host-side regimes and never share a line
+    p[REGIME] = case_axes.regime(c.params)
     return p
+
+
+REGIME = "regime"
 
 
 def _short(key: str, v: Any) -> str:
@@ -282,8 +289,12 @@ def _backend_note(run: RunRecord) -> str:
     return "\n(reference backend: PyTorch times on the CPU, not kernel times)" if run.backend == "reference" else ""
 
 
-def _panel_title(panel_keys: tuple[str, ...], values: tuple) -> str:
-    return ", ".join(f"workload {v}" if k == "workload" else _short(k, v) for k, v in zip(panel_keys, values))
+def _panel_title(panel_keys: tuple[str, ...], values: tuple, *, name_warm: bool = False) -> str:
+    """"workload serving, decode L=8"; the warm regime is named only where the figure also has decode
+    panels (runs before ``layers`` existed are all warm)."""
+    words = [f"workload {v}" if k == "workload" else str(v) if k == REGIME else _short(k, v)
+             for k, v in zip(panel_keys, values) if not (k == REGIME and v == "warm" and not name_warm)]
+    return ", ".join(words)
 
 
 @dataclass(frozen=True)
@@ -342,7 +353,7 @@ def _failed_at(run: RunRecord, spec: Figure, panel: tuple, impls: set[str]) -> l
         if c.ok:
             continue
         params = _flat_params(c)
-        if tuple(params.get(k) for k in spec.panel_keys) == panel and str(params.get("implementation")) in impls:
+        if tuple(params.get(k) for k in spec.panel_keys + (REGIME,)) == panel and str(params.get("implementation")) in impls:
             out.append((params.get(spec.x_key), c))
     return out
 
@@ -416,7 +427,7 @@ def _line_figure(run: RunRecord, out_dir: Path, spec: Figure, cases: list[CaseRe
     """One panel per workload (and ``panel_keys``), one line per series, one legend below."""
     cases = _ok(run) if cases is None else cases
     panels = {}
-    for key, lines in _panels(cases, spec.x_key, spec.panel_keys).items():
+    for key, lines in _panels(cases, spec.x_key, spec.panel_keys + (REGIME,)).items():
         count = {id(ln): sum(spec.y_of(c) is not None for _, c in ln.points) for ln in lines}
         kept = [ln for ln in lines if count[id(ln)] >= spec.min_points]
         # A series over fewer than half the x values of the panel's widest is a slice that another
@@ -462,7 +473,8 @@ def _line_figure(run: RunRecord, out_dir: Path, spec: Figure, cases: list[CaseRe
                                label=spec.hline_label or None, zorder=1)
                 if spec.y_from_zero:
                     ax.set_ylim(bottom=0)
-                ax.set_title(_panel_title(spec.panel_keys, key))
+                ax.set_title(_panel_title(spec.panel_keys + (REGIME,), key,
+                                          name_warm=len({k[-1] for k in panels}) > 1))
                 ax.set_xlabel(spec.xlabel or spec.x_key)
                 ax.set_ylabel(spec.ylabel)
                 ax.grid(True, which="major", alpha=0.3)

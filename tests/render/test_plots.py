@@ -422,3 +422,15 @@ def test_every_point_failed_cases_identity_and_floors_in_the_implementations_col
     # GB/s above the 0.5 GB/s ceiling: the b64 upstream points name their re-read rows
     notes = [t.get_text() for ax in drawn["throughput_vs_batch.png"].axes for t in ax.texts]
     assert "rows re-read: 25% distinct" in notes and "above the link's ceiling" in notes
+
+
+def test_layer_regime_is_a_facet(monkeypatch, tmp_path):
+    # tests/data/run_layers.json: warm (no `layers`) and decode (layers 8) cases of one workload
+    from hisparse.results.model import load_run
+
+    figs = _capture(monkeypatch)
+    plots.latency_vs_batch(load_run(Path(__file__).resolve().parents[1] / "data" / "run_layers.json"), tmp_path)
+    panels = {p["title"]: p for p in figs["latency_vs_batch.png"]}
+    assert set(panels) == {"workload serving, decode L=8", "workload serving, warm"}
+    assert panels["workload serving, decode L=8"]["lines"]["multi_step"]["x"] == [1, 8]
+    assert "failed check (not timed)" in panels["workload serving, decode L=8"]["lines"]
