@@ -31,6 +31,7 @@ from hisparse import stats
 from hisparse.files import write_atomic
 from hisparse.render.plots import impl_style
 from hisparse.render.text import modes_text
+from hisparse.results import axes as case_axes
 from hisparse.track.changes import change_words
 from hisparse.results.model import reread_share
 from hisparse.track.history import CommitPoint, RunFile
@@ -590,7 +591,8 @@ def _index_row(t: TrackedSeries) -> list[str]:
     regs = t.regressions
     rated = [m for m in meds if m is not None]
     change = rated[-1] / rated[-2] if len(rated) >= 2 and rated[-2] else None
-    return [_link(_bench_href(t), s.case_id), E(s.timing or "-"), E(s.machine), E(s.backend or "-"),
+    return [_link(_bench_href(t), s.case_id), E(s.timing or "-"), E(case_axes.regime(s.params)), E(s.machine),
+            E(s.backend or "-"),
             str(len(s.points)), f'<span data-v="{last or 0:.6f}">{fmt_us(last)}</span>', _change_cell(change),
             sparkline(meds, relative=SPARK_RANGE), _bad(f"{len(regs)} regression(s)") if regs else ""]
 
@@ -639,7 +641,7 @@ def build_site(history: History, out_dir: str | os.PathLike, *, make_plots: bool
         + f'<p class="muted">Click a column to sort. Trend: every sparkline on one scale, the latest median '
         f'+-{SPARK_RANGE:.0%}; change: the latest commit against the one before. A benchmark is a case and its '
         'timing settings (g20x5: 20-call graphs, each sample 5 replays).</p>'
-        + _table(["<benchmark", "<timing", "<machine", "<backend", "commits", "latest median", "change vs previous",
+        + _table(["<benchmark", "<timing", "<regime", "<machine", "<backend", "commits", "latest median", "change vs previous",
                   "trend", "<alerts"],
                  (_index_row(t) for t in tracked), body_class="filter", empty="no runs", css_class="sortable")))
 

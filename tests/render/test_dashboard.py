@@ -273,12 +273,13 @@ def test_reference_run_is_never_the_latest_point_of_a_gpu_series(gpu_and_cpu, tm
     assert [p.commit for p in by["cuda", "multi_step"].series.points] == [fake_commit(i) for i in range(3)]
     assert [p.commit for p in by["reference", "multi_step"].series.points] == [fake_commit(3)]
     assert len(list((out / "bench").glob("*.html"))) == 4  # one page each, none overwritten
-    # (the index gained a timing column after the benchmark: the columns after it moved by one)
-    rows = {(r[0], r[3]): r for r in Page((out / "index.html").read_text()).rows if len(r) >= 6 and "/" in r[0]}
+    # (the index gained timing and regime columns after the benchmark: the columns after them moved by two)
+    rows = {(r[0], r[4]): r for r in Page((out / "index.html").read_text()).rows if len(r) >= 7 and "/" in r[0]}
     cuda_ms = next(r for (cid, be), r in rows.items() if be == "cuda" and cid.startswith("multi_step/"))
     ref_ms = next(r for (cid, be), r in rows.items() if be == "reference" and cid.startswith("multi_step/"))
-    assert float(cuda_ms[5].split()[0]) == pytest.approx(100.0, rel=0.02)  # latest GPU median, not 9000
-    assert ref_ms[4] == "1" and float(ref_ms[5].split()[0]) == pytest.approx(9000.0, rel=0.02)
+    assert cuda_ms[2] == "warm"  # no `layers` in these files
+    assert float(cuda_ms[6].split()[0]) == pytest.approx(100.0, rel=0.02)  # latest GPU median, not 9000
+    assert ref_ms[5] == "1" and float(ref_ms[6].split()[0]) == pytest.approx(9000.0, rel=0.02)
 
 
 def test_commits_page_names_machine_and_backend(gpu_and_cpu, tmp_path):
@@ -442,8 +443,8 @@ def test_commit_page_names_its_subject_and_change_against_parent_and_baseline(tm
     assert '<table class="sortable">' in index
     rows = {r[0]: r for r in Page(index).rows if r and "/" in r[0]}
     ms = next(r for k, r in rows.items() if k.startswith("multi_step/"))
-    assert ms[6] == "1.15x slower"
-    assert next(r for k, r in rows.items() if k.startswith("lru_sequential/"))[6] == "same"
+    assert ms[7] == "1.15x slower"
+    assert next(r for k, r in rows.items() if k.startswith("lru_sequential/"))[7] == "same"
     # shared scale: latest 115 at mid-height, earlier 100 (-13%) clipped to the bottom edge (+-10% range)
     spark = re.findall(r'<svg class="spark".*?</svg>', index)[0 if "multi_step" in list(rows)[0] else 1]
     ys = [float(y) for y in re.findall(r'cy="([0-9.]+)"', spark)]
@@ -472,3 +473,15 @@ def test_sglang_page_lists_every_pair_with_its_latest_ratio_and_trend(tmp_path):
     assert float(rows[0][3]) == pytest.approx(0.9, rel=0.02) and rows[0][4] == "2"
     assert "ours faster in 1 of 1" in page
     assert len(re.findall(r'<circle class="pt"', page)) == 2
+
+
+def test_index_names_the_layer_regime_of_each_benchmark(tmp_path):
+    import shutil
+
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "run_layers.json", tmp_path / "results" / "runs")
+    out = tmp_path / "site"
+    build_site(tmp_path / "results", out, make_plots=False)
+    rows = {r[0]: r for r in Page((out / "index.html").read_text()).rows if r and "/" in r[0]}
+    assert rows["multi_step/serving/b1/s4/k2048/h4096/i576/pdl1/layers=8"][2] == "decode L=8"
+    assert rows["multi_step/serving/b1/s4/k2048/h4096/i576/pdl1"][2] == "warm"
