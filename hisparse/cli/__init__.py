@@ -22,6 +22,7 @@ _COMMANDS = (
     ("dashboard", "dashboard", "dashboard"),
     ("wheelhouse", "wheelhouse", "wheelhouse"),
     ("check", "check", "check"),
+    ("export", "export", "export"),
 )
 
 

@@ -13,6 +13,18 @@ def _git_repo(path: str) -> str | None:
     return (out.strip() or None) if out is not None else None
 
 
+def _subjects(repo: str | None, history) -> dict[str, str]:
+    """commit -> its subject line, for the commit pages ({} without git)."""
+    from hisparse.gitutil import git_or_none  # noqa: PLC0415
+
+    out = {}
+    for commit in {r.commit for r in history.runs if r.commit}:
+        line = git_or_none(repo, "log", "-1", "--format=%s", commit) if repo else None
+        if line and line.strip():
+            out[commit] = line.strip()
+    return out
+
+
 @click.command("dashboard")
 @click.option("--results", "results_dir", type=click.Path(file_okay=False, exists=True), default="results",
               show_default=True, help="Results root (its runs/ holds the run files).")
@@ -49,7 +61,7 @@ def dashboard(ctx: click.Context, results_dir: str, out_dir: str, repo: str, mac
 
     # track detects the change points, render only draws them
     history = load_history(results_dir, repo=_git_repo(repo), machine=machine)
-    site = build_site(history, out_dir, make_plots=make_plots)
+    site = build_site(history, out_dir, make_plots=make_plots, subjects=_subjects(_git_repo(repo), history))
     for path, reason in history.skipped:
         click.echo(f"skipped {path}: {reason}", err=True)
     regressions = history.regressions

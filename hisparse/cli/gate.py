@@ -90,6 +90,7 @@ def _print_missing(report) -> None:
 
 
 def _print(report, b, h, c, *, noise_cases: int, inject: float, min_runs: int, verbose: bool) -> None:
+    from hisparse.cli._style import use_colour
     from hisparse.render import text
 
     if inject:
@@ -97,12 +98,13 @@ def _print(report, b, h, c, *, noise_cases: int, inject: float, min_runs: int, v
     click.echo(f"base {b.record.run_id} ({(b.commit or '?')[:12]}) vs head {h.record.run_id} ({(h.commit or '?')[:12]})"
                + (f", confirmed by {c.record.run_id}" if c else "") + f"; {noise_cases} case(s) with history noise")
     if report.no_history:
-        click.echo(f"note: {len(report.no_history)} case(s) have fewer than {min_runs} earlier runs here: gated on "
-                   "within-run noise and the re-run spread only (more false alarms on noisy cases until history "
-                   "accumulates)")
+        click.echo(f"note: {len(report.no_history)} case(s) have fewer than {min_runs} earlier runs here: gated with "
+                   f"the {report.no_history_floor:.1%} floor that two re-runs of one tree pass (compare's; "
+                   "docs/regression.md), within-run noise and the re-run spread, until history accumulates")
+    colour = use_colour()
     for d in report.decisions:
         if d.status != "pass" or d.first.status != "unchanged" or verbose:
-            click.echo(text.gate_line(d))
+            click.echo(text.gate_line(d, colour=colour))
     for case_id in report.newly_failed:
         click.echo(f"{'newly failed':12s} {case_id}")
 

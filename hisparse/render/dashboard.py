@@ -31,8 +31,11 @@ from hisparse import stats
 from hisparse.files import write_atomic
 from hisparse.render.plots import impl_style
 from hisparse.render.text import modes_text
+from hisparse.results import axes as case_axes
+from hisparse.track.changes import change_words
 from hisparse.results.model import reread_share
 from hisparse.track.history import CommitPoint, RunFile
+from hisparse.track.series import Pair, sglang_pairs
 from hisparse.track.series import REGRESSION, ChangePoint, History, TrackedSeries
 
 CSS = """
@@ -51,6 +54,13 @@ input{padding:4px 8px;margin:6px 0;width:320px}code{font-size:12px}
 FILTER_JS = """
 function filterRows(q){q=q.toLowerCase();for(const r of document.querySelectorAll('tbody.filter tr')){
 r.style.display=r.textContent.toLowerCase().includes(q)?'':'none';}}
+function sortBy(th){const t=th.closest('table'),i=[...th.parentNode.children].indexOf(th),b=t.tBodies[0];
+const d=th.dataset.dir=th.dataset.dir==='asc'?'desc':'asc';const v=r=>{const c=r.children[i],e=c.querySelector('[data-v]')||c;
+const s=e.dataset.v!==undefined?e.dataset.v:c.textContent;const n=parseFloat(s);return isNaN(n)?s:n;};
+[...b.rows].sort((x,y)=>{const a=v(x),c=v(y);const o=a<c?-1:a>c?1:0;return d==='asc'?o:-o;})
+.forEach(r=>b.appendChild(r));}
+document.addEventListener('DOMContentLoaded',()=>{for(const th of document.querySelectorAll('table.sortable th'))
+th.addEventListener('click',()=>sortBy(th));});
 """
 E = html.escape
 
@@ -99,7 +109,7 @@ def _quartiles(xs: Sequence[float]) -> tuple[float, float]:
 def _page(title: str, body: str, depth: int = 0) -> str:
     up = "../" * depth
     nav = (f'<a href="{up}index.html">Benchmarks</a><a href="{up}regressions.html">Regressions</a>'
-           f'<a href="{up}commits.html">Commits</a>')
+           f'<a href="{up}commits.html">Commits</a><a href="{up}sglang.html">sglang pairs</a>')
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{E(title)}</title>"
             f"<style>{CSS}</style><script>{FILTER_JS}</script></head><body><header>{nav}</header>"
             f"<main><h1>{E(title)}</h1>{body}</main></body></html>\n")
@@ -115,13 +125,25 @@ def _scale(lo: float, hi: float, a: float, b: float):
     return lambda v: a + (v - lo) / (hi - lo) * (b - a)
 
 
-def sparkline(values: Sequence[float | None], width: int = 140, height: int = 30) -> str:
+SPARK_RANGE = 0.10  # index sparklines: every one spans latest median x (1 +- 10%), clipped at the edge
+
+
+def sparkline(values: Sequence[float | None], width: int = 140, height: int = 30, *,
+              relative: float | None = None) -> str:
+    """``relative``: a shared scale, values over the latest one within 1 +- ``relative`` (a 2.5%
+    wiggle then looks a quarter of an 10% step; each line scaled to its own range made them equal)."""
     pts = [(i, v) for i, v in enumerate(values) if v is not None]
     if not pts:
         return '<svg class="spark" width="%d" height="%d"></svg>' % (width, height)
     ys = [v for _, v in pts]
     x = _scale(0, max(len(values) - 1, 1), 4, width - 4)
-    y = _scale(min(ys), max(ys), height - 4, 4)
+    if relative is not None:
+        ref = ys[-1]
+        lo, hi = ref * (1 - relative), ref * (1 + relative)
+        pts = [(i, min(max(v, lo), hi)) for i, v in pts]
+        y = _scale(lo, hi, height - 4, 4)
+    else:
+        y = _scale(min(ys), max(ys), height - 4, 4)
     line = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in pts)
     dots = "".join(f'<circle class="pt" cx="{x(i):.1f}" cy="{y(v):.1f}" r="2"><title>{E(fmt_us(v))}</title></circle>'
                    for i, v in pts)
@@ -397,22 +419,31 @@ def _bench_page(t: TrackedSeries, peers: Sequence[TrackedSeries], runs: dict[str
     return _page(f"{s.case_id}", "".join(body), depth=1)
 
 
-def _plots_html(run: RunFile, make_plots: bool) -> str:
-    plot_dir = run.path.with_suffix("")
-    pngs = sorted(plot_dir.glob("*.png")) if plot_dir.is_dir() else []
-    with tempfile.TemporaryDirectory(prefix="hisparse-plots-") as tmp:
-        note = ""
-        if not pngs and make_plots:
+def _plots_html(run: RunFile, make_plots: bool, out: Path) -> str:
+    """The run's figures as files under ``out/plots/<run id>/``, linked and loaded lazily (inlined as
+    base64 they made commit pages 2-6 MB). Reused between builds: a run's folder newer than its run
+    file is not redrawn. The PNGs next to the run file (``hisparse-bench plot``) are copied when present."""
+    dest = out / "plots" / slug(run.run_id)
+    note = ""
+    fresh = dest.is_dir() and any(dest.glob("*.png")) and dest.stat().st_mtime >= run.path.stat().st_mtime
+    if not fresh:
+        plot_dir = run.path.with_suffix("")
+        pngs = sorted(plot_dir.glob("*.png")) if plot_dir.is_dir() else []
+        if pngs:
+            for p in pngs:
+                write_atomic(dest / p.name, p.read_bytes())
+        elif make_plots:
             try:
                 from hisparse.render.plots import plot_run  # noqa: PLC0415
                 from hisparse.results.model import load_run  # noqa: PLC0415
 
-                pngs = sorted(Path(p) for p in plot_run(load_run(run.path), tmp) if p)
+                plot_run(load_run(run.path), dest)
             except Exception as e:  # noqa: BLE001 (no matplotlib, an older file: the page goes on)
                 note = f'<p class="muted">plots unavailable: {E(type(e).__name__)}: {E(str(e))}</p>'
-        imgs = "".join(f'<figure><img alt="{E(p.stem)}" src="data:image/png;base64,'
-                       f'{base64.b64encode(p.read_bytes()).decode()}">'
-                       f'<figcaption class="muted">{E(p.name)}</figcaption></figure>' for p in pngs)
+    pngs = sorted(dest.glob("*.png")) if dest.is_dir() else []
+    imgs = "".join(f'<figure><a href="../plots/{slug(run.run_id)}/{E(p.name)}"><img loading="lazy" alt="{E(p.stem)}" '
+                   f'src="../plots/{slug(run.run_id)}/{E(p.name)}"></a>'
+                   f'<figcaption class="muted">{E(p.name)}</figcaption></figure>' for p in pngs)
     return imgs or note or '<p class="muted">no plots for this run</p>'
 
 
@@ -456,18 +487,101 @@ def _run_facts(r: RunFile) -> list[str]:
     return [f for f in facts if f]
 
 
-def _commit_page(commit: str, runs: list[RunFile], date, make_plots: bool) -> str:
-    body = [f'<p>commit <code>{E(commit)}</code>, {date:%Y-%m-%d %H:%M} UTC</p>']
+def _commit_page(commit: str, runs: list[RunFile], date, make_plots: bool, out: Path, subject: str = "",
+                 changes: Sequence[tuple] = ()) -> str:
+    body = [f'<p>commit <code>{E(commit)}</code>, {date:%Y-%m-%d %H:%M} UTC</p>'
+            + (f'<p class="subject"><b>{E(subject)}</b></p>' if subject else ""), _changes_html(changes)]
     for r in runs:
         flags = ("; <b>dirty tree</b>" if r.dirty else "") + ("" if r.finished else "; <b>unfinished</b>")
         body.append(f'<h2>Run {E(r.run_id)}</h2><p class="muted">{E("; ".join(_run_facts(r)))}{flags}</p>')
         if r.data.get("backend") == "reference":
             body.append(REFERENCE_NOTE)
+        body.append(_plots_html(r, make_plots, out))
         cases = sorted(r.cases, key=lambda c: natural_key(c["case_id"]))
-        body.append(_table(["<case", "<status", "median", "IQR", "n", "GB/s", "x PCIe floor", "<reason / note"],
-                           (_case_row(c) for c in cases)))
-        body.append(_plots_html(r, make_plots))
+        body.append("<details><summary>every case of the run</summary>" + _table(
+            ["<case", "<status", "median", "IQR", "n", "GB/s", "x PCIe floor", "<reason / note"],
+            (_case_row(c) for c in cases)) + "</details>")
     return _page(f"Commit {commit[:12]}", "".join(body), depth=1)
+
+
+def _change_cell(ratio: float | None) -> str:
+    """"1.08x slower" (red) / "1.05x faster" (green) with the ratio as the sort value."""
+    if ratio is None:
+        return "-"
+    words = change_words(ratio)
+    cls = "" if words == "same" else (' class="bad"' if ratio > 1 else ' class="good"')
+    return f'<span{cls} data-v="{ratio:.6f}">{E(words)}</span>'
+
+
+def _changes_html(changes: Sequence[tuple]) -> str:
+    """The commit's change per series against the previous commit of that series and against its
+    first (the baseline), with the lone-pair verdict on the raw samples; unchanged rows counted."""
+    if not changes:
+        return '<p class="muted">no earlier commit of these series: nothing to compare</p>'
+    shown = [c for c in changes if c[3] != "unchanged"]
+    rows = [[_link("../" + _bench_href(t), t.series.case_id) + (f' <span class="muted">@{E(t.series.timing)}</span>'
+                                                         if t.series.timing else ""),
+             E(parent[:12]), _change_cell(r_parent), E(verdict), _change_cell(r_base)]
+            for t, parent, r_parent, verdict, r_base in sorted(shown, key=lambda c: -abs(math.log(c[2] or 1)))]
+    return ("<h2>Change against the parent and the baseline</h2>"
+            f'<p class="muted">parent: the previous commit with a point of the series; baseline: its first. '
+            f"Verdict: compare's policy on the raw samples (5% floor, Mann-Whitney p &lt; 0.01). "
+            f"{len(changes) - len(shown)} of {len(changes)} series unchanged (not listed).</p>"
+            + _table(["<series", "<parent", "vs parent", "<verdict", "vs baseline"], rows, empty="every series unchanged"))
+
+
+def _sglang_page(pairs: Sequence[Pair]) -> str:
+    """Every pair of ours and sglang's series: the latest ours/sglang, its trend over commits (one
+    shared scale: 0 to 1.5, the dashed line at 1 = as fast as sglang), and how many commits had both."""
+    rows = []
+    for pr in pairs:
+        values = [r for _, r in pr.ratios]
+        latest = values[-1] if values else None
+        cls = "" if latest is None else (' class="good"' if latest < 1 else ' class="bad"')
+        rows.append([_link(_bench_href(pr.ours), pr.ours.series.case_id), E(pr.ours.series.timing or "-"),
+                     _link(_bench_href(pr.theirs), pr.theirs.series.case_id.split("/")[0]),
+                     "-" if latest is None else f'<span{cls} data-v="{latest:.6f}">{latest:.3f}</span>',
+                     str(len(values)), _ratio_spark(values)])
+    faster = sum(1 for pr in pairs if pr.ratios and pr.ratios[-1][1] < 1)
+    rated = sum(1 for pr in pairs if pr.ratios)
+    return _page("Ours vs sglang", (
+        f'<p class="muted">{len(pairs)} pair(s); at the latest commit with both, ours faster in {faster} of {rated}. '
+        "ours/sglang = median time ours / median time sglang's (below 1: ours faster), per commit where both "
+        "timed the case with the same timing settings. Click a column to sort.</p>"
+        '<input placeholder="filter" oninput="filterRows(this.value)">'
+        + _table(["<ours", "<timing", "<sglang's", "latest ours/sglang", "commits", "trend"], rows,
+                 body_class="filter", empty="no pair of ours and sglang's in these runs", css_class="sortable")))
+
+
+def _ratio_spark(values: Sequence[float], width: int = 140, height: int = 30) -> str:
+    """Ratios on one scale for every row, 0 to 1.5, with the line at 1."""
+    if not values:
+        return ""
+    x = _scale(0, max(len(values) - 1, 1), 4, width - 4)
+    y = _scale(0.0, 1.5, height - 3, 3)
+    pts = " ".join(f"{x(i):.1f},{y(min(v, 1.5)):.1f}" for i, v in enumerate(values))
+    dots = "".join(f'<circle class="pt" cx="{x(i):.1f}" cy="{y(min(v, 1.5)):.1f}" r="2"><title>{v:.3f}</title></circle>'
+                   for i, v in enumerate(values))
+    return (f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+            f'<line x1="0" x2="{width}" y1="{y(1.0):.1f}" y2="{y(1.0):.1f}" stroke="#999" stroke-dasharray="3,3"/>'
+            f'<polyline points="{pts}" fill="none" stroke="#2f6fd0" stroke-width="1.2"/>{dots}</svg>')
+
+
+def commit_changes(tracked: Sequence[TrackedSeries]) -> dict[str, list[tuple]]:
+    """commit -> [(series, parent commit, ratio to parent, verdict, ratio to baseline)] for every series
+    with an ok point at that commit and an earlier ok point."""
+    from hisparse.track import policy as pol  # noqa: PLC0415
+
+    out: dict[str, list[tuple]] = {}
+    for t in tracked:
+        ok = [p for p in t.series.points if p.ok]
+        for prev, p in zip(ok, ok[1:]):
+            m, mp, mb = (stats.median(x.samples_us) for x in (p, prev, ok[0]))
+            policy = pol.RegressionPolicy(min_effect=pol.DEFAULT_POLICY.min_effect_unknown_noise)
+            verdict = pol.judge(prev.samples_us, p.samples_us, policy).status
+            out.setdefault(p.commit, []).append((t, prev.commit, m / mp if mp else None, verdict,
+                                                 m / mb if mb else None))
+    return out
 
 
 def _index_row(t: TrackedSeries) -> list[str]:
@@ -475,8 +589,12 @@ def _index_row(t: TrackedSeries) -> list[str]:
     meds = [stats.median(p.samples_us) if p.ok else None for p in s.points]
     last = next((m for m in reversed(meds) if m is not None), None)
     regs = t.regressions
-    return [_link(_bench_href(t), s.case_id), E(s.machine), E(s.backend or "-"), str(len(s.points)), fmt_us(last),
-            sparkline(meds), _bad(f"{len(regs)} regression(s)") if regs else ""]
+    rated = [m for m in meds if m is not None]
+    change = rated[-1] / rated[-2] if len(rated) >= 2 and rated[-2] else None
+    return [_link(_bench_href(t), s.case_id), E(s.timing or "-"), E(case_axes.regime(s.params)), E(s.machine),
+            E(s.backend or "-"),
+            str(len(s.points)), f'<span data-v="{last or 0:.6f}">{fmt_us(last)}</span>', _change_cell(change),
+            sparkline(meds, relative=SPARK_RANGE), _bad(f"{len(regs)} regression(s)") if regs else ""]
 
 
 def _commits_row(c: str, runs: list[RunFile], date) -> list[str]:
@@ -488,11 +606,12 @@ def _commits_row(c: str, runs: list[RunFile], date) -> list[str]:
             str(sum(1 for r in runs for k in r.cases if k.get("status") == "failed"))]
 
 
-def build_site(history: History, out_dir: str | os.PathLike, *, make_plots: bool = True) -> Site:
+def build_site(history: History, out_dir: str | os.PathLike, *, make_plots: bool = True,
+               subjects: dict[str, str] | None = None) -> Site:
     """Write the dashboard of ``history`` (``hisparse.track.series.load_history``) into ``out_dir``."""
     out = Path(out_dir)
     site = Site(out, history)
-    for sub in ("bench", "commit"):
+    for sub in ("bench", "commit", "plots"):
         (out / sub).mkdir(parents=True, exist_ok=True)
 
     def write(rel: str, text: str) -> None:
@@ -519,11 +638,18 @@ def build_site(history: History, out_dir: str | os.PathLike, *, make_plots: bool
         f'<p class="muted">{len(tracked)} benchmark(s), {len(commits)} commit(s). Times are medians per '
         'commit (re-runs pooled); lower is better. One benchmark = case x machine x backend.</p>'
         '<input placeholder="filter" oninput="filterRows(this.value)">')
-        + _table(["<benchmark", "<machine", "<backend", "commits", "latest median", "trend", "<alerts"],
-                 (_index_row(t) for t in tracked), body_class="filter", empty="no runs")))
+        + f'<p class="muted">Click a column to sort. Trend: every sparkline on one scale, the latest median '
+        f'+-{SPARK_RANGE:.0%}; change: the latest commit against the one before. A benchmark is a case and its '
+        'timing settings (g20x5: 20-call graphs, each sample 5 replays).</p>'
+        + _table(["<benchmark", "<timing", "<regime", "<machine", "<backend", "commits", "latest median", "change vs previous",
+                  "trend", "<alerts"],
+                 (_index_row(t) for t in tracked), body_class="filter", empty="no runs", css_class="sortable")))
 
+    write("sglang.html", _sglang_page(sglang_pairs(tracked)))
+    changes = commit_changes(tracked)
     for c in commits:
-        write(f"commit/{_commit_slug(c)}.html", _commit_page(c, by_commit[c], dates[c], make_plots))
+        write(f"commit/{_commit_slug(c)}.html", _commit_page(c, by_commit[c], dates[c], make_plots, out,
+                                                             (subjects or {}).get(c, ""), changes.get(c, ())))
     write("commits.html", _page("Commits", _table(
         ["<commit", "<date", "<machine", "<backend", "<runs", "failed cases"],
         (_commits_row(c, by_commit[c], dates[c]) for c in reversed(commits)))))

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hisparse.files import write_atomic
+from hisparse.results import axes as case_axes
 from hisparse.results.model import CaseResult, RunRecord, reread_share
 
 
@@ -78,10 +79,16 @@ def _flat_params(c: CaseResult) -> dict:
     p = dict(c.params)
     wp = p.pop(_WP, None)
     if isinstance(wp, dict):
-        p.update({f"{_WP}.{k}": v for k, v in wp.items()})
+        p.update({f"{_WP}.{k}": v for k, v in wp.items() if k != "layers"})
     elif wp is not None:
         p[_WP] = wp
+    # the layer regime is a facet of every figure (a panel per workload and regime): warm (layers = 1 or
+    # absent) and decode L=N cases measure different host-side regimes and never share a line
+    p[REGIME] = case_axes.regime(c.params)
     return p
+
+
+REGIME = "regime"
 
 
 def _short(key: str, v: Any) -> str:
@@ -267,12 +274,27 @@ def _save(fig, path: Path, title: str) -> Path:
     return path
 
 
+def run_identity(run: RunRecord) -> str:
+    """"commit 3239c1072567 · NVIDIA H200 · config default · 2026-12-03 17:02 UTC": which run a figure
+    shows, on the figure itself (a PNG travels without its run file)."""
+    env = run.environment or {}
+    commit = str(env.get("git_commit") or "no commit")[:12] + (" (dirty)" if env.get("git_dirty") else "")
+    created = str(run.created or "")
+    when = created[:16].replace("T", " ") + (" UTC" if created.endswith("Z") else "")
+    where = env.get("gpu") or f"CPU ({env.get('cpu') or 'unknown'})"
+    return f"commit {commit} · {where} · config {(run.config or {}).get('name')} · {when}"
+
+
 def _backend_note(run: RunRecord) -> str:
     return "\n(reference backend: PyTorch times on the CPU, not kernel times)" if run.backend == "reference" else ""
 
 
-def _panel_title(panel_keys: tuple[str, ...], values: tuple) -> str:
-    return ", ".join(f"workload {v}" if k == "workload" else _short(k, v) for k, v in zip(panel_keys, values))
+def _panel_title(panel_keys: tuple[str, ...], values: tuple, *, name_warm: bool = False) -> str:
+    """"workload serving, decode L=8"; the warm regime is named only where the figure also has decode
+    panels (runs before ``layers`` existed are all warm)."""
+    words = [f"workload {v}" if k == "workload" else str(v) if k == REGIME else _short(k, v)
+             for k, v in zip(panel_keys, values) if not (k == REGIME and v == "warm" and not name_warm)]
+    return ", ".join(words)
 
 
 @dataclass(frozen=True)
@@ -294,6 +316,8 @@ class Figure:
     y_from_zero: bool = False
     min_points: int = 2  # fewer points on x is not a trend (a batch-64-only slice in a plot vs batch)
     x_categorical: bool = False  # evenly spaced x values, labelled (576 and 584 B overlap on a log axis)
+    mark_failed: bool = False  # mark the panel's failed/skipped cases at their x ("failed check")
+    above: float | None = None  # annotate points above this y with their cause (rows re-read)
 
 
 def _draw_line(ax, ln: Line, fig_spec: Figure, x_pos: dict | None = None) -> None:
@@ -305,9 +329,63 @@ def _draw_line(ax, ln: Line, fig_spec: Figure, x_pos: dict | None = None) -> Non
     if fig_spec.errors:
         lo = [y - p[2].stats["q1_us"] for y, p in zip(ys, pts)]
         hi = [p[2].stats["q3_us"] - y for y, p in zip(ys, pts)]
-        ax.errorbar(xs, ys, yerr=[lo, hi], capsize=2, elinewidth=1, **kw)
+        ax.errorbar(xs, ys, yerr=[lo, hi], capsize=3, elinewidth=1.2, **kw)
+        # On a log axis a 1% IQR bar is a pixel high; the band keeps it visible along the line.
+        ax.fill_between(xs, [y - d for y, d in zip(ys, lo)], [y + d for y, d in zip(ys, hi)], color=st.color,
+                        alpha=0.15, linewidth=0, zorder=0)
     else:
         ax.plot(xs, ys, **kw)
+
+
+def _draw_points(ax, ln: Line, fig_spec: Figure, x_pos: dict | None = None) -> None:
+    """A series too short for a line (one batch, or a slice another figure is about): its points only."""
+    pts = [(x if x_pos is None else x_pos[x], fig_spec.y_of(c)) for x, c in ln.points if fig_spec.y_of(c) is not None]
+    st = impl_style(ln.impl)
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="none", marker=st.marker, color=st.color,
+            markerfacecolor="white" if st.hollow else st.color, markeredgecolor=st.color, label="_nolegend_",
+            gid=ln.impl)
+
+
+def _failed_at(run: RunRecord, spec: Figure, panel: tuple, impls: set[str]) -> list[tuple[Any, CaseResult]]:
+    """(x, case) of the run's failed or skipped cases in this panel, of the panel's implementations."""
+    out = []
+    for c in run.cases:
+        if c.ok:
+            continue
+        params = _flat_params(c)
+        if tuple(params.get(k) for k in spec.panel_keys + (REGIME,)) == panel and str(params.get("implementation")) in impls:
+            out.append((params.get(spec.x_key), c))
+    return out
+
+
+def _mark_failed(ax, failed: list, x_pos: dict | None) -> None:
+    """A red cross on the x axis at each failed case's x: the figure drops no case without saying so."""
+    if not failed:
+        return
+    from matplotlib.transforms import blended_transform_factory  # noqa: PLC0415
+
+    xs = [x if x_pos is None else x_pos[x] for x, _ in failed if x is not None]
+    ax.plot(xs, [0.03] * len(xs), linestyle="none", marker="x", color="#dc2626", markersize=8,
+            markeredgewidth=2, transform=blended_transform_factory(ax.transData, ax.transAxes),
+            label="failed check (not timed)", clip_on=False, zorder=5)
+
+
+def _annotate_above(ax, lines: list[Line], spec: Figure, x_pos: dict | None) -> None:
+    """Points above ``spec.above`` (the link's ceiling) named with their cause: rows read more than
+    once need not cross the link, so bytes copied / time can exceed it."""
+    said: set[tuple] = set()  # one note per x and cause: variants of one case would print it on itself
+    for ln in lines:
+        for x, c in ln.points:
+            y = spec.y_of(c)
+            if y is None or y <= spec.above:
+                continue
+            share = reread_share(c.work or {})
+            why = f"rows re-read: {share:.0%} distinct" if share is not None else "above the link's ceiling"
+            if (x, why) in said:
+                continue
+            said.add((x, why))
+            ax.annotate(why, (x if x_pos is None else x_pos[x], y), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7, color=impl_style(ln.impl).color)
 
 
 def _draw_floors(ax, lines: list[Line]) -> None:
@@ -339,15 +417,17 @@ def _draw_floors(ax, lines: list[Line]) -> None:
         label = "PCIe floor" if len(curves) == 1 else f"PCIe floor ({name})"
         if curve in reread:
             label += " [rows re-read: not a floor]"
-        ax.plot([p[0] for p in curve], [p[1] for p in curve], color=_FLOOR_GREYS[k % len(_FLOOR_GREYS)],
-                linewidth=3, alpha=0.55, solid_capstyle="butt", label=label, zorder=1)
+        # thin and dotted in the implementation's colour (grey where implementations share the curve)
+        colour = impl_style(impls[0]).color if len(impls) == 1 else _FLOOR_GREYS[k % len(_FLOOR_GREYS)]
+        ax.plot([p[0] for p in curve], [p[1] for p in curve], color=colour, linewidth=1.1, linestyle=":",
+                label=label, zorder=1)
 
 
 def _line_figure(run: RunRecord, out_dir: Path, spec: Figure, cases: list[CaseResult] | None = None) -> Path | None:
     """One panel per workload (and ``panel_keys``), one line per series, one legend below."""
     cases = _ok(run) if cases is None else cases
     panels = {}
-    for key, lines in _panels(cases, spec.x_key, spec.panel_keys).items():
+    for key, lines in _panels(cases, spec.x_key, spec.panel_keys + (REGIME,)).items():
         count = {id(ln): sum(spec.y_of(c) is not None for _, c in ln.points) for ln in lines}
         kept = [ln for ln in lines if count[id(ln)] >= spec.min_points]
         # A series over fewer than half the x values of the panel's widest is a slice that another
@@ -356,22 +436,32 @@ def _line_figure(run: RunRecord, out_dir: Path, spec: Figure, cases: list[CaseRe
         # variant word on every label.
         widest = max((count[id(ln)] for ln in kept), default=0)
         kept = [ln for ln in kept if 2 * count[id(ln)] >= widest]
-        if kept:
-            panels[key] = kept
+        # ... but every measured point is drawn: the series left out above as markers without a line
+        # or legend entry (their implementation's marker and colour say whose they are)
+        loose = [ln for ln in lines if ln not in kept and count[id(ln)]]
+        if kept or loose:
+            panels[key] = (kept, loose)
     if not panels:
         return None
     plt = _pyplot()
     with plt.rc_context(_RC):
         fig, axes = _figure(plt, len(panels))
         try:
-            for ax, (key, lines) in zip(axes, panels.items()):
+            for ax, (key, (lines, loose)) in zip(axes, panels.items()):
                 _style_lines(lines, _variant_keys(lines))
                 if spec.floor:
                     _draw_floors(ax, lines)
-                xs = {x for ln in lines for x, _ in ln.points if x}
+                xs = {x for ln in lines + loose for x, _ in ln.points if x}
+                failed = _failed_at(run, spec, key, {ln.impl for ln in lines + loose}) if spec.mark_failed else []
+                xs |= {x for x, _ in failed if x}
                 x_pos = {x: i for i, x in enumerate(sorted(xs))} if spec.x_categorical else None
                 for ln in lines:
                     _draw_line(ax, ln, spec, x_pos)
+                for ln in loose:
+                    _draw_points(ax, ln, spec, x_pos)
+                _mark_failed(ax, failed, x_pos)
+                if spec.above is not None:
+                    _annotate_above(ax, lines + loose, spec, x_pos)
                 if x_pos:
                     ax.set_xticks(list(x_pos.values()), [f"{x:g}" for x in x_pos])
                 elif xs:
@@ -383,18 +473,20 @@ def _line_figure(run: RunRecord, out_dir: Path, spec: Figure, cases: list[CaseRe
                                label=spec.hline_label or None, zorder=1)
                 if spec.y_from_zero:
                     ax.set_ylim(bottom=0)
-                ax.set_title(_panel_title(spec.panel_keys, key))
+                ax.set_title(_panel_title(spec.panel_keys + (REGIME,), key,
+                                          name_warm=len({k[-1] for k in panels}) > 1))
                 ax.set_xlabel(spec.xlabel or spec.x_key)
                 ax.set_ylabel(spec.ylabel)
                 ax.grid(True, which="major", alpha=0.3)
-            return _save(fig, out_dir / spec.name, spec.title + _backend_note(run))
+            return _save(fig, out_dir / spec.name, spec.title + "\n" + run_identity(run) + _backend_note(run))
         finally:
             plt.close(fig)
 
 
 def latency_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
     spec = Figure("latency_vs_batch.png", "Time per call vs batch", "batch", lambda c: c.stats["median_us"],
-                  ylabel="median time per call (us)", log_y=True, errors=True, floor=True)
+                  ylabel="median time per call (us; bar and band: IQR)", log_y=True, errors=True, floor=True,
+                  mark_failed=True)
     return _line_figure(run, out_dir, spec)
 
 
@@ -409,8 +501,25 @@ def throughput_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
     ceiling = (run.floors or {}).get("pinned_h2d_gbps")
     spec = Figure("throughput_vs_batch.png", "Achieved bandwidth vs batch", "batch", _gbps,
                   ylabel="achieved GB/s (bytes per call / time)", hline=ceiling, y_from_zero=True,
-                  hline_label=f"pinned H2D copy ceiling {ceiling:.1f} GB/s" if ceiling else "")
+                  hline_label=f"pinned H2D copy ceiling {ceiling:.1f} GB/s" if ceiling else "", mark_failed=True,
+                  above=ceiling)
     return _line_figure(run, out_dir, spec)
+
+
+def floor_fraction(run: RunRecord, out_dir: Path) -> Path | None:
+    """Time over the bare gather of the same rows (``gather_floor_us``), per case: how far each
+    implementation is from the copy it cannot beat. One line per implementation and variant."""
+    def over(c: CaseResult) -> float | None:
+        f = (c.floor or {}).get("gather_floor_us")
+        return c.median_us / f if f and c.median_us else None
+
+    cases = [c for c in _ok(run) if over(c) is not None]
+    if not cases or run.backend == "reference":  # a CPU copy is no floor for a kernel
+        return None
+    spec = Figure("floor_fraction.png", "Time over the gather floor vs batch", "batch", over,
+                  ylabel="time / gather floor (x)", hline=1.0, hline_label="at the gather floor",
+                  mark_failed=True)
+    return _line_figure(run, out_dir, spec, cases)
 
 
 def speedup_vs_batch(run: RunRecord, out_dir: Path) -> Path | None:
@@ -445,7 +554,8 @@ def vs_sglang(run: RunRecord, out_dir: Path) -> Path | None:
         return None
     spec = Figure("vs_sglang.png", "Ours vs sglang: time ours / time sglang vs batch", "batch",
                   lambda c: c.counterpart_link.ratio if c.counterpart_link is not None else None,
-                  ylabel="time ours / time sglang", hline=1.0, hline_label="same as sglang (below: ours faster)")
+                  ylabel="time ours / time sglang", hline=1.0, hline_label="same as sglang (below: ours faster)",
+                  min_points=1)
     return _line_figure(run, out_dir, spec, cases)
 
 
@@ -492,7 +602,7 @@ def pool_size_effect(run: RunRecord, out_dir: Path) -> Path | None:
     return _line_figure(run, out_dir, spec, cases)
 
 
-PLOTS = (latency_vs_batch, throughput_vs_batch, speedup_vs_batch, vs_sglang, pdl_effect, hot_buffer_effect,
+PLOTS = (latency_vs_batch, throughput_vs_batch, floor_fraction, speedup_vs_batch, vs_sglang, pdl_effect, hot_buffer_effect,
          item_size_effect, pool_size_effect)
 
 

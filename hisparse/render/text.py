@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from hisparse import stats
+from hisparse.results import axes
+from hisparse.track.changes import Change, GeoMean, change_words
 from hisparse.track.compare import within
 from hisparse.results.model import RunRecord, reread_share
 
@@ -14,8 +16,19 @@ REFERENCE_NOTE = ("NOTE: backend 'reference': times are PyTorch-reference times 
                   "times; they say nothing about GPU performance.")
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str | None = None) -> str:
-    """Markdown-style pipe table; ``align`` is one char per column ('l' or 'r', default: first l)."""
+RED, GREEN = "31", "32"  # ANSI colours: slower, faster
+
+
+def paint(s: str, colour: str | None) -> str:
+    """``s`` in an ANSI colour (RED, GREEN); unchanged for None. The command decides whether the
+    terminal wants colour (cli/_style.py), this only wraps."""
+    return f"\x1b[{colour}m{s}\x1b[0m" if colour else s
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str | None = None,
+          colours: Sequence[str | None] | None = None) -> str:
+    """Markdown-style pipe table; ``align`` is one char per column ('l' or 'r', default: first l);
+    ``colours``: one ANSI colour (or None) per row, applied after padding so columns stay aligned."""
     rows = [list(map(str, r)) for r in rows]
     align = align or ("l" + "r" * (len(headers) - 1))
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
@@ -28,7 +41,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str | No
 
     sep = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else ("-" * (w + 2))
                          for w, a in zip(widths, align)) + "|"
-    return "\n".join([fmt(headers), sep] + [fmt(r) for r in rows])
+    colours = list(colours or []) + [None] * len(rows)
+    return "\n".join([fmt(headers), sep] + [paint(fmt(r), c) for r, c in zip(rows, colours)])
 
 
 def num(x: Any, spec: str = ".1f", none: str = "-") -> str:
@@ -75,6 +89,8 @@ def run_table(run: RunRecord) -> str:
     # On the reference backend the gather floor is a PyTorch copy on the CPU and GB/s a CPU rate:
     # ratios of 12x-1800x and 0.0002 GB/s that say nothing about a kernel, so "-" as for the PCIe floor.
     kernel_times = run.backend != "reference"
+    # the warm gather column only where the engine recorded it (floors.gather_warm_us: L = 1's gather)
+    warm_col = any(axes.gather_warm_us(c.floor) for c in run.cases if c.ok)
     rows, reread = [], []
     for c in run.cases:
         if not c.ok:
@@ -83,24 +99,41 @@ def run_table(run: RunRecord) -> str:
         share = reread_share(w) if d.get("over_pcie_floor") is not None else None
         if share is not None:
             reread.append(share)
+        warm = axes.gather_warm_us(c.floor)
         rows.append([
-            c.case_id, us(s.get("median_us")), us(s.get("iqr_us")),
+            c.case_id, axes.regime(c.params), us(s.get("median_us")), us(s.get("iqr_us")),
+            pct(axes.relative_noise(c.summary)),
             ratio(d.get("over_pcie_floor")) + ("" if share is None else "*"),
             ratio(d.get("over_gather_floor") if kernel_times else None),
+        ] + ([ratio(c.median_us / warm if warm and kernel_times else None)] if warm_col else []) + [
             num(d.get("gbps") if kernel_times else None, ".3g"),
             ratio(c.speedup),
             num(w.get("unique_misses_per_call"), ".0f"),
         ])
     if not rows:
         return "(no timed cases)"
-    out = table(["case", "time/call us", "IQR us", "/PCIe floor", "/gather floor", "GB/s", "speedup vs LRU",
-                 "misses/call"], rows)
+    out = table(["case", "regime", "time/call us", "IQR us", "noise", "/PCIe floor", "/gather floor"]
+                + (["/gather warm"] if warm_col else []) + ["GB/s", "speedup vs LRU", "misses/call"], rows,
+                "ll" + "r" * (len(rows[0]) - 2))
+    out += ("\nregime: warm = every call on one host pool (layers = 1); decode L=N = calls rotate over N "
+            "per-layer host pools (translations cold). noise = IQR / median.")
     if reread:
         lo, hi = f"{min(reread):.0%}", f"{max(reread):.0%}"
         out += (f"\n* rows read more than once: the PCIe floor counts every row a call copies, but these cases"
                 f" read only {lo if lo == hi else f'{lo}-{hi}'} of them as distinct host rows (requests or"
                 f" layers share rows), and a re-read row need not cross the link, so the case can run under it.")
     return out
+
+
+def noisy_cases_warning(run: RunRecord, threshold: float) -> str:
+    """"" or a warning naming the timed cases whose IQR / median exceeds ``threshold`` (the gate's floor
+    without history): a change of that size is not resolvable on them."""
+    noisy = [(c.case_id, axes.relative_noise(c.summary)) for c in run.cases if c.ok]
+    noisy = [(cid, n) for cid, n in noisy if n is not None and n > threshold]
+    if not noisy:
+        return ""
+    return (f"warning: {len(noisy)} case(s) noisier than the gate's {threshold:.1%} threshold (IQR / median): "
+            + ", ".join(f"{cid} ({pct(n)})" for cid, n in noisy))
 
 
 def failed_table(run: RunRecord) -> str:
@@ -165,10 +198,12 @@ def vs_sglang_table(run: RunRecord) -> str:
             + "\n" + faster_line(ratios))
 
 
-def run_summary(run: RunRecord) -> str:
-    """Header, the per-case table, ours vs sglang, bimodal cases, failed cases with reasons, pruned count."""
+def run_summary(run: RunRecord, noise_threshold: float = 0.05) -> str:
+    """Header, the per-case table, ours vs sglang, bimodal cases, cases noisier than
+    ``noise_threshold`` (the gate's floor without history), failed cases with reasons, pruned count."""
     parts = [run_header(run), "", run_table(run)]
-    for extra in (vs_sglang_table(run), bimodal_table(run), failed_table(run)):
+    for extra in (vs_sglang_table(run), bimodal_table(run), noisy_cases_warning(run, noise_threshold),
+                  failed_table(run)):
         if extra:
             parts += ["", extra]
     pruned = run.config.get("pruned") or []
@@ -210,21 +245,79 @@ def _verdict_table(verdicts: Sequence[Any], *, threshold: float, alpha: float) -
                      num(v.p_value, ".2g"), v.status + (f" ({v.note})" if v.note else "")])
     if not rows:
         return "(no common cases)"
+    return table(["case", "A us", "B us", "B/A", "95% CI", "p", "verdict"], rows, "lrrrrrl") + "\n" + _verdict_footer(
+        verdicts, threshold=threshold, alpha=alpha)
+
+
+def _verdict_footer(verdicts: Sequence[Any], *, threshold: float, alpha: float) -> str:
     counts = {k: sum(1 for v in verdicts if v.status == k) for k in ("regressed", "improved", "unchanged", "insufficient", "failed")}
     agree, rated = within(list(verdicts), threshold)
-    foot = (f"ratio = B/A median time per call (> 1: B slower); significant: Mann-Whitney p < {alpha}; "
+    return (f"ratio = B/A median time per call (> 1: B slower); significant: Mann-Whitney p < {alpha}; "
             f"threshold max({threshold:.1%}, 3 x within-run noise).\n" + ", ".join(f"{n} {k}" for k, n in counts.items())
             + f"; medians within {threshold:.1%}: {agree} of {rated}")
-    return table(["case", "A us", "B us", "B/A", "95% CI", "p", "verdict"], rows, "lrrrrrl") + "\n" + foot
 
 
-def gate_line(decision: Any) -> str:
-    """One case of the nightly gate: its confirm status and the verdict that decided it."""
+def pct(x: float | None) -> str:
+    """A relative figure as a percentage: 0.0123 -> "1.2%"."""
+    return "-" if x is None else f"{x * 100:.1f}%"
+
+
+def _change_colour(c: Change, colour: bool) -> str | None:
+    if not colour or c.verdict.status not in ("regressed", "improved", "failed"):
+        return None
+    return GREEN if c.verdict.status == "improved" else RED
+
+
+def compare_report(rows: Sequence[Change], means: Sequence[GeoMean], *, threshold: float, alpha: float,
+                   verbose: bool = False, colour: bool = False, pairs: Sequence[Any] = ()) -> str:
+    """compare in pyperf's manner: the significant rows ("1.08x slower"; every row with ``verbose``),
+    how many were hidden, the geometric mean of B/A per implementation, workload and regime, the
+    verdict counts, and ours vs sglang in A and B. sglang's rows are marked as information."""
+    shown = [c for c in rows if verbose or c.shown]
+    body = []
+    for c in shown:
+        v = c.verdict
+        ci = "-" if v.ci_low is None else f"[{num(v.ci_low, '.3f')}, {num(v.ci_high, '.3f')}]"
+        body.append([c.case_id, us(v.base_median), us(v.head_median), change_words(c.ratio), ci,
+                     pct(c.noise_a), pct(c.noise_b), num(v.p_value, ".2g"),
+                     v.status + ("" if c.ours else " (sglang's: information)") + (f" ({v.note})" if v.note else "")])
+    parts = []
+    if body:
+        parts.append(table(["case", "A us", "B us", "change", "B/A 95% CI", "noise A", "noise B", "p", "verdict"],
+                           body, "lrrrrrrrl", [_change_colour(c, colour) for c in shown]))
+    hidden = len(rows) - len(shown)
+    if hidden:
+        parts.append(f"{hidden} case(s) hidden: not significant (-v shows them)")
+    if means:
+        parts.append("geometric mean of B/A:\n" + table(
+            ["implementation", "workload", "regime", "cases", "B/A", "change"],
+            [[m.implementation + ("" if m.ours else " (sglang)"), m.workload, m.regime, str(m.cases),
+              num(m.ratio, ".3f"), change_words(m.ratio)] for m in means], "lllrrl"))
+    parts.append(_verdict_footer([c.verdict for c in rows], threshold=threshold, alpha=alpha)
+                 + "; noise = IQR / median of each run's samples")
+    if pairs:
+        parts.append(compare_pairs_table(pairs))
+    return "\n\n".join(parts)
+
+
+def noisy_warning(rows: Sequence[Change], threshold: float) -> str:
+    """"" or a warning naming the cases whose IQR / median exceeds ``threshold`` (the smallest change
+    the verdict can resolve there is larger than the threshold says)."""
+    if not rows:
+        return ""
+    return (f"warning: {len(rows)} case(s) noisier than the {threshold:.1%} threshold (IQR / median), a change "
+            "of that size is not resolvable there: " + ", ".join(f"{c.case_id} ({pct(c.noisiest)})" for c in rows))
+
+
+def gate_line(decision: Any, colour: bool = False) -> str:
+    """One case of the nightly gate: its confirm status and the verdict that decided it, the change
+    named as pyperf does ("1.08x slower", "1.02x faster"); red when it failed or is suspect."""
     v = decision.final
-    return (f"{decision.status:12s} {v.case_id}: {us(v.base_median)} -> {us(v.head_median)} us "
-            f"({num(v.worse_by * 100 if v.worse_by is not None else None, '+.2f')}% worse, "
+    line = (f"{decision.status:12s} {v.case_id}: {us(v.base_median)} -> {us(v.head_median)} us "
+            f"({change_words(v.ratio if v.ratio is None or math.isfinite(v.ratio) else None)}, "
             f"threshold {num(v.threshold * 100 if v.threshold is not None else None, '.2f')}%, "
             f"p={num(v.p_value, '.2g')})")
+    return paint(line, RED if colour and decision.status in ("confirmed", "suspect") else None)
 
 
 def listing(cases: Sequence[Any], pruned: Sequence[Any]) -> str:

@@ -173,10 +173,26 @@ class Series:
     backend: str
     params: dict
     points: list[CommitPoint] = field(default_factory=list)  # oldest commit first
+    timing: str = ""  # timing_key of the settings every point was measured with
 
     @property
     def key(self) -> str:
-        return f"{self.machine}/{self.case_id}"
+        return f"{self.machine}/{self.case_id}" + (f"@{self.timing}" if self.timing else "")
+
+
+def timing_key(timing: dict | None) -> str:
+    """The timing settings that change what a sample measures, as a series key: "g20x5" (20-call
+    graphs, each sample the mean of 5 replays), "g100"; "+warm-l2" without the L2 flush. Runs of one
+    case under other settings are another series: pooled, a 20-call and a 100-call graph made a ±6%
+    zig-zag that no kernel caused (multi_step/serving/b1 over 0a5ccbb, 2e408a5, 3239c10). The number
+    of rounds is left out: it changes how many samples there are, not what one measures."""
+    t = timing or {}
+    if not t.get("calls_per_graph"):
+        return ""
+    key = f"g{t['calls_per_graph']}"
+    if int(t.get("replays_per_sample") or 1) > 1:
+        key += f"x{t['replays_per_sample']}"
+    return key + ("" if t.get("l2_flush", True) else "+warm-l2")
 
 
 def order_commits(runs: Sequence[RunFile], repo: str | os.PathLike | None) -> dict[str, datetime]:
@@ -193,7 +209,7 @@ def order_commits(runs: Sequence[RunFile], repo: str | os.PathLike | None) -> di
 
 
 def build_series(runs: Sequence[RunFile], *, repo: str | os.PathLike | None = None) -> list[Series]:
-    """Group every case of every run by (machine, backend, case_id); one point per commit, commits in
+    """Group every case of every run by (machine, backend, case_id, timing_key); one point per commit, commits in
     date order (git committer date, or the run's created time without git). Runs without a commit
     are a point of their own. Re-runs of one commit pool their samples."""
     dates = order_commits(runs, repo)
@@ -202,8 +218,10 @@ def build_series(runs: Sequence[RunFile], *, repo: str | os.PathLike | None = No
         commit = r.commit or f"run:{r.run_id}"
         backend = str(r.record.backend or "")
         for case in r.cases:
-            key = (r.machine, backend, case["case_id"])
-            series = table.setdefault(key, Series(case["case_id"], r.machine, backend, dict(case.get("params") or {})))
+            timing = timing_key(case.get("timing"))
+            key = (r.machine, backend, case["case_id"], timing)
+            series = table.setdefault(key, Series(case["case_id"], r.machine, backend, dict(case.get("params") or {}),
+                                                  timing=timing))
             point = next((p for p in series.points if p.commit == commit), None)
             if point is None:
                 point = CommitPoint(commit, dates[commit])
@@ -218,7 +236,7 @@ def build_series(runs: Sequence[RunFile], *, repo: str | os.PathLike | None = No
                 point.failed.append(str(case.get("reason") or "failed"))
     for series in table.values():
         series.points.sort(key=lambda p: (p.date, p.commit))
-    return sorted(table.values(), key=lambda s: (s.case_id, s.machine, s.backend))
+    return sorted(table.values(), key=lambda s: (s.case_id, s.machine, s.backend, s.timing))
 
 
 # ---------------------------------------------------------------------------------------------

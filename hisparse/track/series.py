@@ -14,7 +14,7 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.track import changepoint
 from hisparse.track.changepoint import ChangePoint
-from hisparse.track.history import RunFile, Series, build_series, order_commits, scan_runs
+from hisparse.track.history import RunFile, Series, build_series, order_commits, scan_runs, timing_key
 
 REGRESSION = changepoint.REGRESSION
 IMPROVEMENT = changepoint.IMPROVEMENT
@@ -39,7 +39,7 @@ class TrackedSeries:
     def key(self) -> str:
         # backend in the key: the reference and the cuda series of one case on one machine stay apart
         s = self.series
-        return f"{s.machine}/{s.backend}/{s.case_id}"
+        return f"{s.machine}/{s.backend}/{s.case_id}" + (f"@{s.timing}" if s.timing else "")
 
     @property
     def regressions(self) -> list[ChangePoint]:
@@ -67,6 +67,7 @@ def _floors(series: Series, runs: list[RunFile]) -> list[float | None]:
     for p in series.points:
         vals = [float(f) for rid in p.run_ids for c in by_id[rid].cases
                 if c["case_id"] == series.case_id and str(by_id[rid].data.get("backend") or "") == series.backend
+                and timing_key(c.get("timing")) == series.timing
                 for f in [(c.get("floor") or {}).get("pcie_floor_us")] if f]
         out.append(stats.median(vals) if vals else None)
     return out
@@ -82,3 +83,29 @@ def load_history(results_dir: str | os.PathLike, *, repo: str | os.PathLike | No
     """Read every run under ``results_dir`` (only ``machine``'s when given) and track its series."""
     runs, skipped = scan_runs(results_dir, machine=machine)
     return History(runs, skipped, order_commits(runs, repo), track(runs, repo=repo))
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Our series and sglang's doing the same work (same machine, backend, timing; sglang's case id is
+    ours with the implementation prefixed "sglang_", the implementation table's naming), with
+    ours/sglang per commit where both timed it."""
+
+    ours: TrackedSeries
+    theirs: TrackedSeries
+    ratios: list[tuple[str, float]]  # (commit, median ours / median sglang), oldest first
+
+
+def sglang_pairs(tracked: list[TrackedSeries]) -> list[Pair]:
+    by_key = {(t.series.machine, t.series.backend, t.series.timing, t.series.case_id): t for t in tracked}
+    out = []
+    for t in tracked:
+        s = t.series
+        theirs = by_key.get((s.machine, s.backend, s.timing, "sglang_" + s.case_id))
+        if theirs is None or s.case_id.startswith("sglang_"):
+            continue
+        mine = {p.commit: stats.median(p.samples_us) for p in s.points if p.ok}
+        ratios = [(p.commit, mine[p.commit] / m) for p in theirs.series.points if p.ok and p.commit in mine
+                  for m in [stats.median(p.samples_us)] if m]
+        out.append(Pair(t, theirs, ratios))
+    return out

@@ -122,7 +122,8 @@ def test_commit_page_has_summary_and_failed_case(five_commits, tmp_path):
 
 
 def test_commit_page_embeds_engine_plots(five_commits, tmp_path):
-    # the engine's PNGs next to a run file are embedded as data URIs
+    # the engine's PNGs next to a run file are copied into the site and linked, loaded lazily (inlined
+    # as base64 they made commit pages 2-6 MB; changed deliberately)
     run_file = next((five_commits / "runs").glob(f"*_{fake_commit(4)[:12]}_*.json"))
     plots = run_file.with_suffix("")
     plots.mkdir()
@@ -132,7 +133,8 @@ def test_commit_page_embeds_engine_plots(five_commits, tmp_path):
     out = tmp_path / "site"
     build_site(five_commits, out, make_plots=False)
     page = (out / "commit" / f"{fake_commit(4)[:12]}.html").read_text()
-    assert 'src="data:image/png;base64,' in page and "latency_vs_batch.png" in page
+    ref = re.search(r'<img loading="lazy" alt="latency_vs_batch" src="([^"]+)"', page).group(1)
+    assert (out / "commit" / ref).resolve().read_bytes() == png and "base64" not in page
 
 
 def test_regression_change_point_on_trend_and_regressions_page(tmp_path):
@@ -271,11 +273,13 @@ def test_reference_run_is_never_the_latest_point_of_a_gpu_series(gpu_and_cpu, tm
     assert [p.commit for p in by["cuda", "multi_step"].series.points] == [fake_commit(i) for i in range(3)]
     assert [p.commit for p in by["reference", "multi_step"].series.points] == [fake_commit(3)]
     assert len(list((out / "bench").glob("*.html"))) == 4  # one page each, none overwritten
-    rows = {(r[0], r[2]): r for r in Page((out / "index.html").read_text()).rows if len(r) >= 5 and "/" in r[0]}
+    # (the index gained timing and regime columns after the benchmark: the columns after them moved by two)
+    rows = {(r[0], r[4]): r for r in Page((out / "index.html").read_text()).rows if len(r) >= 7 and "/" in r[0]}
     cuda_ms = next(r for (cid, be), r in rows.items() if be == "cuda" and cid.startswith("multi_step/"))
     ref_ms = next(r for (cid, be), r in rows.items() if be == "reference" and cid.startswith("multi_step/"))
-    assert float(cuda_ms[4].split()[0]) == pytest.approx(100.0, rel=0.02)  # latest GPU median, not 9000
-    assert ref_ms[3] == "1" and float(ref_ms[4].split()[0]) == pytest.approx(9000.0, rel=0.02)
+    assert cuda_ms[2] == "warm"  # no `layers` in these files
+    assert float(cuda_ms[6].split()[0]) == pytest.approx(100.0, rel=0.02)  # latest GPU median, not 9000
+    assert ref_ms[5] == "1" and float(ref_ms[6].split()[0]) == pytest.approx(9000.0, rel=0.02)
 
 
 def test_commits_page_names_machine_and_backend(gpu_and_cpu, tmp_path):
@@ -419,3 +423,65 @@ def test_case_page_without_a_stored_link_has_no_ratio_table(tmp_path):
     out = tmp_path / "site"
     build_site(_batch_sweep(tmp_path, commits=1), out, make_plots=False)
     assert all("Ours vs sglang" not in p.read_text() for p in (out / "bench").iterdir())
+
+
+def test_commit_page_names_its_subject_and_change_against_parent_and_baseline(tmp_path):
+    results = tmp_path / "results"
+    for i, level in enumerate((100.0, 100.0, 115.0)):
+        write_run(results, make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": level, "lru_sequential": 300.0},
+                                    seed=i))
+    out = tmp_path / "site"
+    _build(load_history(results), out, make_plots=False, subjects={fake_commit(2): "Gather: wider tiles"})
+    page = (out / "commit" / f"{fake_commit(2)[:12]}.html").read_text()
+    assert "<b>Gather: wider tiles</b>" in page
+    changes = page.split("Change against the parent and the baseline")[1].split("</table>")[0]
+    row = next(r for r in Page(changes).rows if r and r[0].startswith("multi_step/"))
+    assert row[1] == fake_commit(1)[:12] and row[2] == "1.15x slower" and row[3] == "regressed" and row[4] == "1.15x slower"
+    assert "1 of 2 series unchanged (not listed)" in page  # lru_sequential: same level
+    # the index: sortable, the change against the previous commit, sparklines on one relative scale
+    index = (out / "index.html").read_text()
+    assert '<table class="sortable">' in index
+    rows = {r[0]: r for r in Page(index).rows if r and "/" in r[0]}
+    ms = next(r for k, r in rows.items() if k.startswith("multi_step/"))
+    assert ms[7] == "1.15x slower"
+    assert next(r for k, r in rows.items() if k.startswith("lru_sequential/"))[7] == "same"
+    # shared scale: latest 115 at mid-height, earlier 100 (-13%) clipped to the bottom edge (+-10% range)
+    spark = re.findall(r'<svg class="spark".*?</svg>', index)[0 if "multi_step" in list(rows)[0] else 1]
+    ys = [float(y) for y in re.findall(r'cy="([0-9.]+)"', spark)]
+    assert ys == [26.0, 26.0, 15.0]
+
+
+def test_sglang_page_lists_every_pair_with_its_latest_ratio_and_trend(tmp_path):
+    results = tmp_path / "results"
+    import copy
+
+    for i, ours in enumerate((80.0, 90.0)):
+        run = make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": ours, "lru_sequential": 300.0}, seed=i)
+        for c in [c for c in run["cases"] if c["params"]["implementation"] == "multi_step"][:1]:
+            theirs = copy.deepcopy(c)  # sglang's case: the same work at 100 us
+            theirs["case_id"] = "sglang_" + c["case_id"]
+            theirs["params"]["implementation"] = "sglang_multi_step"
+            theirs["samples_us"] = [x * 100.0 / ours for x in c["samples_us"]]
+            theirs.pop("stats", None)
+            run["cases"].append(theirs)
+        write_run(results, run)
+    out = tmp_path / "site"
+    build_site(results, out, make_plots=False)
+    page = (out / "sglang.html").read_text()
+    rows = [r for r in Page(page).rows if r and r[0].startswith("multi_step/")]
+    assert len(rows) == 1 and rows[0][2] == "sglang_multi_step"
+    assert float(rows[0][3]) == pytest.approx(0.9, rel=0.02) and rows[0][4] == "2"
+    assert "ours faster in 1 of 1" in page
+    assert len(re.findall(r'<circle class="pt"', page)) == 2
+
+
+def test_index_names_the_layer_regime_of_each_benchmark(tmp_path):
+    import shutil
+
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "run_layers.json", tmp_path / "results" / "runs")
+    out = tmp_path / "site"
+    build_site(tmp_path / "results", out, make_plots=False)
+    rows = {r[0]: r for r in Page((out / "index.html").read_text()).rows if r and "/" in r[0]}
+    assert rows["multi_step/serving/b1/s4/k2048/h4096/i576/pdl1/layers=8"][2] == "decode L=8"
+    assert rows["multi_step/serving/b1/s4/k2048/h4096/i576/pdl1"][2] == "warm"

@@ -100,10 +100,23 @@ def test_benchmark_page_renders_trend_offline(site):
 
 def test_commit_page_renders_plots_offline(site):
     tmp, out = site
+    # plots are files of the site now, loaded lazily (deliberate: inlined they made pages 2-6 MB); the
+    # only requests are for them, inside the site
     dom, requested = render((out / "commit" / f"{fake_commit(3)[:12]}.html").as_uri(), tmp, "commit")
-    assert requested == []
-    assert re.search(r'<img alt="latency_vs_batch" src="data:image/png;base64,', dom)
+    assert all(u.startswith((out / "plots").as_uri()) for u in requested), requested
+    assert re.search(r'<img loading="lazy" alt="latency_vs_batch" src="\.\./plots/[^"]+/latency_vs_batch\.png"', dom)
     assert "multi_step/distinct/b8/s4/k64/h128/i64/pdl1" in dom
+    # the change against the parent: multi_step 1.2x slower at commit 3 (levels x 1.2 from commit 3)
+    changes = dom.split("Change against the parent and the baseline")[1].split("</table>")[0]
+    assert "1.20x slower" in changes and "regressed" in changes
+
+
+def test_index_has_sortable_change_column_and_sglang_page_renders_offline(site):
+    tmp, out = site
+    dom, requested = render((out / "index.html").as_uri(), tmp, "index-sort")
+    assert requested == [] and '<table class="sortable">' in dom and "change vs previous" in dom
+    dom, requested = render((out / "sglang.html").as_uri(), tmp, "sglang")
+    assert requested == [] and "no pair of ours and sglang's in these runs" in dom
 
 
 @pytest.fixture(scope="module")

@@ -54,8 +54,8 @@ def _assert_png(path: Path):
 def test_all_figures_are_written(tmp_path):
     paths = plots.plot_run(_full_run(), tmp_path / "figs")
     names = sorted(p.name for p in paths)
-    assert names == ["hot_buffer_size.png", "latency_vs_batch.png", "pdl.png", "speedup_vs_batch.png",
-                     "throughput_vs_batch.png"]
+    assert names == ["floor_fraction.png", "hot_buffer_size.png", "latency_vs_batch.png", "pdl.png",
+                     "speedup_vs_batch.png", "throughput_vs_batch.png"]
     for p in paths:
         _assert_png(p)
 
@@ -143,8 +143,11 @@ def test_latency_is_log_log_one_panel_per_workload_with_the_pcie_floor(monkeypat
         assert (p["xscale"], p["yscale"]) == ("log", "log")
         floor = p["lines"]["PCIe floor"]
         assert floor["x"] == [1, 8, 64] and floor["y"] == [5.0, 40.0, 320.0]
+        # the hot-8192 case is one point: no line (drawn as a marker without a legend entry); the
+        # distinct panel's failed case is marked at its batch
+        failed = {"failed check (not timed)"} if p["title"] == "workload distinct" else set()
         assert set(p["lines"]) == {"PCIe floor", "lru_sequential · PDL off", "multi_step · PDL on",
-                                   "multi_step · PDL off"}  # the hot-8192 case is one point: no line
+                                   "multi_step · PDL off"} | failed
 
 
 def test_a_slice_over_few_batches_is_left_to_its_own_figure(monkeypatch, tmp_path):
@@ -368,3 +371,66 @@ def test_a_floor_whose_rows_are_read_more_than_once_says_so(monkeypatch, tmp_pat
     assert "PCIe floor [rows re-read: not a floor]" in by_title["workload upstream"]
     assert "PCIe floor" in by_title["workload distinct"]
     assert not any("re-read" in name for name in by_title["workload distinct"])
+
+
+def test_every_point_failed_cases_identity_and_floors_in_the_implementations_colour(monkeypatch, tmp_path):
+    """Issue 39's plot rules: no point dropped, failed cases marked at their x, one thin dotted floor per
+    implementation in its colour, the run's identity in the title, bandwidth above the ceiling explained."""
+    from dataclasses import replace
+
+    titles = {}
+    original = plots._save
+
+    def save(fig, path, title):
+        titles[path.name] = title
+        return original(fig, path, title)
+
+    monkeypatch.setattr(plots, "_save", save)
+    run = replace(_full_run(), environment={"gpu": "NVIDIA H200", "git_commit": "3239c1072567abcd"},
+                  config={"name": "default"}, floors={"pinned_h2d_gbps": 0.5})
+    cases = [replace(c, work={**c.work, "host_bytes_per_call": c.work["bytes_per_call"] / 4})
+             if c.ok and c.params["batch"] == 64 and c.params["workload"] == "upstream" else c for c in run.cases]
+    run = replace(run, cases=tuple(cases))
+    import matplotlib.pyplot as plt
+    drawn = {}
+    real_line_figure = plots._line_figure
+
+    def keep(run_, out_dir, spec, cases_=None):
+        real_close = plt.close
+        monkeypatch.setattr(plt, "close", lambda fig: drawn.setdefault(spec.name, fig))
+        try:
+            return real_line_figure(run_, out_dir, spec, cases_)
+        finally:
+            monkeypatch.setattr(plt, "close", real_close)
+
+    monkeypatch.setattr(plots, "_line_figure", keep)
+    plots.latency_vs_batch(run, tmp_path)
+    plots.throughput_vs_batch(run, tmp_path)
+    assert titles["latency_vs_batch.png"].splitlines()[1] == \
+        "commit 3239c1072567 · NVIDIA H200 · config default · 2026-11-29 20:15 UTC"
+    latency = {ax.get_title(): ax for ax in drawn["latency_vs_batch.png"].axes if ax.get_visible()}
+    distinct = latency["workload distinct"]
+    cross = [ln for ln in distinct.get_lines() if ln.get_label() == "failed check (not timed)"]
+    assert len(cross) == 1 and list(cross[0].get_xdata()) == [2]
+    # the one-point hot-8192 series is drawn, as a marker without a line
+    loose = [ln for ln in distinct.get_lines() if ln.get_label() == "_nolegend_" and ln.get_linestyle() == "None"
+             and ln.get_marker() not in ("_", "|")]  # not the IQR bars' caps
+    assert [(list(ln.get_xdata()), ln.get_gid()) for ln in loose] == [([8], "multi_step")]
+    floors = {ln.get_label(): ln for ln in distinct.get_lines() if ln.get_label().startswith("PCIe floor")}
+    assert floors["PCIe floor (multi_step)"].get_color() == plots.impl_style("multi_step").color
+    assert floors["PCIe floor (multi_step)"].get_linestyle() == ":" and floors["PCIe floor (multi_step)"].get_linewidth() < 2
+    # GB/s above the 0.5 GB/s ceiling: the b64 upstream points name their re-read rows
+    notes = [t.get_text() for ax in drawn["throughput_vs_batch.png"].axes for t in ax.texts]
+    assert "rows re-read: 25% distinct" in notes and "above the link's ceiling" in notes
+
+
+def test_layer_regime_is_a_facet(monkeypatch, tmp_path):
+    # tests/data/run_layers.json: warm (no `layers`) and decode (layers 8) cases of one workload
+    from hisparse.results.model import load_run
+
+    figs = _capture(monkeypatch)
+    plots.latency_vs_batch(load_run(Path(__file__).resolve().parents[1] / "data" / "run_layers.json"), tmp_path)
+    panels = {p["title"]: p for p in figs["latency_vs_batch.png"]}
+    assert set(panels) == {"workload serving, decode L=8", "workload serving, warm"}
+    assert panels["workload serving, decode L=8"]["lines"]["multi_step"]["x"] == [1, 8]
+    assert "failed check (not timed)" in panels["workload serving, decode L=8"]["lines"]

@@ -113,3 +113,26 @@ def test_run_table_marks_a_pcie_floor_whose_rows_are_read_more_than_once():
     assert "*" not in lines["own"] and "0.83x" in lines["own"]
     assert "*" not in lines["old-file"]
     assert out.splitlines()[-1].startswith("* rows read more than once") and "read only 25% of them" in out
+
+
+def test_run_summary_shows_the_layer_regime_noise_and_the_warm_gather():
+    # tests/data/run_layers.json: a synthetic run with `layers` cases (workload_params.layers; the
+    # case id's /layers=N suffix) and floors.gather_warm_us, as the engine writes them.
+    from pathlib import Path  # noqa: PLC0415
+
+    from hisparse.results.model import load_run  # noqa: PLC0415
+
+    run = load_run(Path(__file__).resolve().parents[1] / "data" / "run_layers.json")
+    out = text.run_summary(run)
+    rows = {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]] for ln in out.splitlines()
+            if ln.startswith("| ") and "/" in ln}
+    header = [c.strip() for c in out.splitlines()[4].split("|")[2:-1]]
+    warm_row = dict(zip(header, rows["multi_step/serving/b1/s4/k2048/h4096/i576/pdl1"]))
+    decode_row = dict(zip(header, rows["multi_step/serving/b1/s4/k2048/h4096/i576/pdl1/layers=8"]))
+    assert warm_row["regime"] == "warm" and decode_row["regime"] == "decode L=8"
+    assert decode_row["/gather floor"] == "1.29x" and decode_row["/gather warm"] == "2.58x"  # 31/24, 31/12
+    # samples 30.85..31.15 in 10 even steps: IQR 0.15 us over a 31 us median = 0.5%
+    assert decode_row["noise"] == "0.5%"
+    # b8: a 12 us spread on 80 us is 7.5% IQR / median, beyond the gate's 5%
+    assert "warning: 1 case(s) noisier than the gate's 5.0% threshold (IQR / median): " \
+           "multi_step/serving/b8/s4/k2048/h4096/i576/pdl1/layers=8 (7.5%)" in out
