@@ -130,7 +130,7 @@ inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurren
   // (results/probes/tiles-h200-20261203/): b1 at 128 tiles 0.915-0.935, its gather alone 15.6 against
   // 17.8 us; b2 at 66 tiles (132 CTAs, no SM left for the commits) 1.105, at 64 tiles 0.978; b4 at 33
   // tiles 1.05 and at 66 (two per SM) 1.10. The copy itself does not speed up on more SMs: one
-  // request's 782 rows take 18.8 us on 32 CTAs, 18.2 on 64, 18.6 on 132 (scripts/probe_gather_shapes.cu).
+  // request's 782 rows take 18.8 us on 32 CTAs, 18.2 on 64, 18.6 on 132 (scripts/probe_gather_shapes.cu, in git at 84751a8).
   constexpr int64_t kSpreadOccurrences = 64;
   static_assert(swap_multi_detail::kMaxOccurrences / kSpreadOccurrences <= (spec::kFlagLookupsMask >> spec::kLookupsShift),
                 "the commit counts gather CTAs in 8 bits of the flags");

@@ -6,6 +6,7 @@
 #        ncu:<case id of configs/default.yaml> (the multi-step swap's gather and commit kernels of one call, after 4 calls;
 #        --clock-control none: the device tool's METHOD.md asks to leave the clocks alone)
 # Every step logs to $OUT/<step>.txt; a summary table is printed last.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -uo pipefail
 FINAL=${OUT:-/tmp/hisparse-out}   # the device tool returns at most 8 files: everything is packed at the end
 OUT=/tmp/hisparse-session

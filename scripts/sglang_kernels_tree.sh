@@ -7,6 +7,7 @@
 #
 # usage: scripts/sglang_kernels_tree.sh SRC DEST    (SRC: scripts/fetch_sglang.sh's output, or a tree
 #        with sglang/ inside; DEST must not exist)   then on the node: HISPARSE_SGLANG_SRC=$PWD/DEST
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -euo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: $0 SRC DEST" >&2
