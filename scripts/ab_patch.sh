@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A/B of one kernel patch in one device call: the working tree carries the patch (the tree under test),
+# A/B of one kernel patch in one command on a GPU node: the working tree carries the patch (the tree under test),
 # a copy with the patch reversed is the head; both are built, the tree's GPU tests and compute-sanitizer
 # run, the two alternate on one config REPS times, a table of ratios of bests closes, and the CUPTI split
 # of the given cases (scripts/probe_replay_modes.py --kernels) follows for each tree. Every step logs to

@@ -136,7 +136,7 @@ def _tree_bytes(root: Path) -> int:
 @needs_pinned
 @pytest.mark.slow
 def test_kernels_tree_cut_is_small_and_still_loads_and_builds_the_spec_kernel(tmp_path):
-    """scripts/sglang_kernels_tree.sh: the cut a device call carries (64 MiB in all, with this repository
+    """scripts/sglang_kernels_tree.sh: the cut a node that receives little takes (with this repository
     and the wheelhouse) loads the same entry points and JIT-builds the speculative swap for sm_90."""
     dest = tmp_path / "sgl"
     proc = _cut(PINNED, dest)
@@ -416,7 +416,7 @@ def test_vs_sglang_config_expands_ours_and_sglangs_side_by_side():
     assert ours == theirs and len(ours) == 2 * 4 * 2 * 2 * 2 + 4
     assert {c.workload for c in exp.cases} == {"serving", "upstream", "distinct"}
     assert {c.batch for c in exp.cases} == {1, 8, 32, 64}
-    # the lead workload runs first, so a run cut at the device call's limit keeps its 16 pairs' cases
+    # the lead workload runs first, so a run cut at a time limit keeps its 16 pairs' cases
     assert [c.workload for c in exp.cases[:16]] == ["serving"] * 16
     assert "serving" not in {c.workload for c in exp.cases[16:]}
 
