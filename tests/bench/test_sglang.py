@@ -191,7 +191,7 @@ VICTIM_LOOP = "for (int64_t iteration = 0; iteration < compact_iterations; ++ite
 @needs_pinned
 @pytest.mark.skipif(shutil.which("git") is None, reason="git applies the patch")
 def test_commit_barrier_patch_ends_each_victim_iteration_with_a_barrier(tmp_path):
-    """patches/sglang-0.5.23-commit-barrier.patch (README, docs/known-issues.md item 11) applies to the
+    """patches/sglang-0.5.23-commit-barrier.patch (README, docs/known-issues.md, sglang's commit race) applies to the
     pinned wheel and adds exactly one __syncthreads(), as the last statement of the commit kernel's
     victim-loop body: the fix the H200 probe measured, and nothing else."""
     original = (PINNED / SPEC_HEADER).read_text()
