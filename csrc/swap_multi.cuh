@@ -83,15 +83,15 @@ constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
 // the rows it writes), so the CTA's lookup-then-copy rounds wait on L2, not on the link, and twice the
 // CTAs per SM hide twice the latency. The pool is only a proxy for that reuse (a pool larger than L2 can
 // still be read from a few shared rows); it is what the host knows without reading device values.
-// Same-call A/B on the H200 (results/probes/gather-groups-h200-20261201/, eleventh session),
+// Same-call A/B on the H200 (results/probes/gather-groups-h200-20261201/, 2026-12-01),
 // `upstream`: batch 32 276-278 us
 // against 296-297, batch 64 438-450 against 511-526, batch 16 150 against 152; batch 8 (one round) 83
 // against 82 and `serving` batch 1 (a 30 MiB pool, one round) 22.0-22.3 against 21.1-21.3, hence the
-// rounds test. Where the line sits, same-call probe of multiples 1, 2 and 8 of L2 (twelfth session):
+// rounds test. Where the line sits, same-call probe of multiples 1, 2 and 8 of L2 (2026-12-01, e0c2812):
 // `upstream` hot 32768 (pools 62.4 / 71.0 MiB, 1.04 / 1.18x L2) batch 64 took 441-447 us at 4 per SM
 // against 524-526 at 2 (576 B) and 535-552 against 625-634 (656 B); short-context `serving` batch 16
 // (119 MiB, 1.98x) lost 2.5-6% at 4 per SM, `distinct` batch 16 (150 MiB) 7%, and `serving` batch 16 / 32
-// (0.8 / 1.4 GiB) +1.4% / +3.7%, `distinct` batch 64 (0.6 GiB) +1.3% in the eleventh session. 1.5x
+// (0.8 / 1.4 GiB) +1.4% / +3.7%, `distinct` batch 64 (0.6 GiB) +1.3% in the first A/B. 1.5x
 // sits between the measured wins and losses. The tests are tensor shapes and device attributes: the
 // host reads no device value.
 template <bool kPdl, bool kRecordPlan, int kMinBlocks>
@@ -130,7 +130,7 @@ inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurren
   // (results/probes/tiles-h200-20261203/): b1 at 128 tiles 0.915-0.935, its gather alone 15.6 against
   // 17.8 us; b2 at 66 tiles (132 CTAs, no SM left for the commits) 1.105, at 64 tiles 0.978; b4 at 33
   // tiles 1.05 and at 66 (two per SM) 1.10. The copy itself does not speed up on more SMs: one
-  // request's 782 rows take 18.8 us on 32 CTAs, 18.2 on 64, 18.6 on 132 (scripts/probe_gather_shapes.cu).
+  // request's 782 rows take 18.8 us on 32 CTAs, 18.2 on 64, 18.6 on 132 (scripts/probe_gather_shapes.cu, in git at 84751a8).
   constexpr int64_t kSpreadOccurrences = 64;
   static_assert(swap_multi_detail::kMaxOccurrences / kSpreadOccurrences <= (spec::kFlagLookupsMask >> spec::kLookupsShift),
                 "the commit counts gather CTAs in 8 bits of the flags");

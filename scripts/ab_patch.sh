@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A/B of one kernel patch in one device call: the working tree carries the patch (the tree under test),
+# A/B of one kernel patch in one command on a GPU node: the working tree carries the patch (the tree under test),
 # a copy with the patch reversed is the head; both are built, the tree's GPU tests and compute-sanitizer
 # run, the two alternate on one config REPS times, a table of ratios of bests closes, and the CUPTI split
 # of the given cases (scripts/probe_replay_modes.py --kernels) follows for each tree. Every step logs to
@@ -18,8 +18,8 @@
 #      files run on each patched tree; empty: none), SANITIZE=1 (0: skip compute-sanitizer),
 #      RUN_ARGS="--no-plots" (more options of `hisparse run`, e.g. --backend reference for a CPU dry run),
 #      BUILD=1 (0: no `hisparse build` first; the runs then build what they need, one case at a time).
-# Carry .whl (scripts/gpu_node_setup.sh installs it). Replaces the near-copies that each probe folder's
-# run scripts were (results/probes/*/run*.sh, kept as the records of what ran).
+# Carry .whl (scripts/gpu_node_setup.sh installs it). Replaces the per-probe copies of this loop (in git history).
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -uo pipefail
 [ $# -ge 2 ] || { sed -n '2,22p' "$0" >&2; exit 2; }
 ROOT=$PWD

@@ -48,6 +48,9 @@ def table(labels: list[str], runs: dict[str, dict]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(argv) < 3 or argv[0] != "--labels":
         print(__doc__, file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@
 # usage: scripts/fetch_sglang.sh [VERSION] [DEST]     (default 0.5.23, /tmp/sglang-src)
 #        export HISPARSE_SGLANG_SRC=DEST              (what the harness and the tests read)
 # CI (.ci/run): scripts/fetch_sglang.sh && export HISPARSE_SGLANG_SRC=/tmp/sglang-src
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -euo pipefail
 VERSION=${1:-0.5.23}
 DEST=${2:-/tmp/sglang-src}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Source this on an offline GPU node: installs the carried wheelhouse (.whl/ or $HISPARSE_WHEELHOUSE)
 # into /tmp/site without network, puts it and the tree on PYTHONPATH, and points the JIT cache at a
-# carried directory so kernels built in an earlier session are reused.
+# carried directory so kernels built in an earlier run are reused.
 # usage: source scripts/gpu_node_setup.sh
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0; fi  # run, not sourced: help
 wh=${HISPARSE_WHEELHOUSE:-.whl}
 if ls "$wh"/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wh"/*.whl || return 1

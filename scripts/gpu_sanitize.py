@@ -277,6 +277,9 @@ def run_planted(which: str) -> int:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(argv) != 1 or argv[0] not in ("build", "real", "planted-oob", "planted-race"):
         print(__doc__, file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@
 # a table (tool, case, exit code, errors reported, expected, verdict) and exits 0 only if all four rows
 # are as expected. Full sanitizer logs: $SANITIZE_LOG_DIR (default /tmp/hisparse-sanitize).
 # Extra compute-sanitizer options: SANITIZER_ARGS="...".
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -u
 cd "$(dirname "$0")/.."
 

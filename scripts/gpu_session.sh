@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# One device call that validates and measures everything, for an H200 node reached through a
+# One command that validates and measures everything, for a GPU node reached through a
 # one-shot command (no network). Usage:  OUT=/some/dir bash scripts/gpu_session.sh STEP...
 # Steps: node build tests tests:<files> sanitize bench:<config>[:--ci] history:<N commits> replay:<commit> cache
 #        stress:<name>:<check options, commas for spaces> (hisparse-bench check --json <name>.json --resume ...)
 #        ncu:<case id of configs/default.yaml> (the multi-step swap's gather and commit kernels of one call, after 4 calls;
-#        --clock-control none: the device tool's METHOD.md asks to leave the clocks alone)
+#        --clock-control none: the GPU's clocks stay as the node set them, as in the timed runs)
 # Every step logs to $OUT/<step>.txt; a summary table is printed last.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -uo pipefail
-FINAL=${OUT:-/tmp/hisparse-out}   # the device tool returns at most 8 files: everything is packed at the end
+FINAL=${OUT:-/tmp/hisparse-out}   # one archive to fetch back: everything is packed after each step
 OUT=/tmp/hisparse-session
 rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL"
 source scripts/gpu_node_setup.sh || { echo "wheelhouse install failed"; exit 2; }

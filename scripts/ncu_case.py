@@ -5,8 +5,8 @@
 The case comes from the config by id (`hisparse-bench list CONFIG`); its workload is built as the
 engine builds it, the calls run one by one (no CUDA graph: ncu profiles kernel launches) after the
 state is reset, and the script prints what ran. Under ncu, skip the first calls (JIT, cold state) and
-profile the rest, with `--clock-control none` (the device tool's METHOD.md asks that the GPU's clocks
-be left alone; ncu locks them by default). E.g. the multi-step swap's gather and commit kernels on
+profile the rest, with `--clock-control none` (the clocks stay as in the timed runs;
+ncu locks them to base by default). E.g. the multi-step swap's gather and commit kernels on
 `serving` (issue 13):
 
     ncu --clock-control none --target-processes all -k regex:'spec_(gather|commit)_kernel' \\

@@ -265,6 +265,9 @@ def probe_cases(config: str = "configs/default.yaml") -> dict:
 
 
 def main(case_ids: list[str]) -> None:
+    if case_ids[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return
     rot = "--rotation" in case_ids
     case_ids = [c for c in case_ids if c != "--rotation"]
     cases = probe_cases()

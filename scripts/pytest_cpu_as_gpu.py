@@ -62,3 +62,7 @@ def pytest_collection_modifyitems(config, items):
             m.kernel = as_kernel
             if hasattr(m, "DEVICE"):
                 m.DEVICE = "cpu"
+
+
+if __name__ == "__main__":  # a plugin, not a program: --help (or any call) prints how to use it
+    print(__doc__)

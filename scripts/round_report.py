@@ -20,6 +20,9 @@ def round_medians(case: CaseResult) -> list[float]:
 
 
 def main(paths: list[str]) -> int:
+    if paths[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     runs = [load_run(p) for p in paths]  # the results reader: any schema version
     ids = [c.case_id for c in runs[0].cases if c.ok]
     print(f"{'case':<52} {'within':>7} {'between':>8}  round medians per run (us)")

@@ -5,6 +5,7 @@
 # Record them afterwards on a machine with the repository:
 #   python -c "from hisparse.track.history import record_run_dir as r; r('OUT/<sha>', '<sha>', 'results', 'h200-sxm')"
 # usage: scripts/run_trees.sh TREES OUT     (TREES from scripts/pack_history.sh)
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -u
 trees=$1; out=$2; rc=0
 mkdir -p "$out"

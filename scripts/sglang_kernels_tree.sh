@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Copy of an unpacked sglang tree cut to what the sglang_* implementations load: the HiSparse entry
 # module, sglang's JIT loader with its headers and its kvcacheio kernels, the two modules they import,
-# and the version. ~1 MiB against the whole tree's ~5.5 MiB (0.5.23), so that it fits beside the
-# wheelhouse and this repository in one device call's 64 MiB carry (the fifteenth session's call 3
-# carried exactly this cut: docs/gpu-validation.md).
+# and the version. ~1 MiB against the whole tree's ~5.5 MiB (0.5.23), for a node that must receive
+# little beside this repository and the wheelhouse.
 #
 # usage: scripts/sglang_kernels_tree.sh SRC DEST    (SRC: scripts/fetch_sglang.sh's output, or a tree
 #        with sglang/ inside; DEST must not exist)   then on the node: HISPARSE_SGLANG_SRC=$PWD/DEST
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -euo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: $0 SRC DEST" >&2

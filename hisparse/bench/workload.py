@@ -459,7 +459,7 @@ def sort_steps_by_row(tokens: torch.Tensor, host_locs: torch.Tensor) -> torch.Te
 def shared_layer_hosts(case: Case, host_rows: int, dev: torch.device, host_offset_rows: int) -> tuple[torch.Tensor, ...]:
     """The host caches of a planned case's shared layers: layer l (1-based) reads the ``host_rows`` rows
     that follow layer l-1's in the pinned pool, so no layer's planned copy re-reads the rows the swap has
-    just read (known issue 12: re-reading them flattered `serving`'s planned figures by up to 18%).
+    just read (docs/perf-notes.md, b7f40a9: re-reading them flattered `serving`'s planned figures by up to 18%).
     ``upstream`` keeps every layer on the swapped layer's rows: its rows are shared anyway, and
     that is upstream's benchmark. Pinned memory: (1 + shared_layers) x the pool (~11 GiB at `serving`
     batch 64). The shared layers' resident device rows keep layer 0's bytes: no check or copy reads them."""

@@ -17,6 +17,7 @@ _COMMANDS = (
     ("compare", "compare", "compare"),
     ("gate", "gate", "gate"),
     ("plot", "plot", "plot"),
+    ("report", "report", "report"),
     ("env", "envinfo", "env"),
     ("history", "history", "history"),
     ("dashboard", "dashboard", "dashboard"),

@@ -74,8 +74,8 @@ def git_info(root: Path | None = None) -> tuple[str | None, bool | None]:
     """(HEAD commit, dirty flag) of the source checkout; (None, None) outside a git checkout.
 
     ``HISPARSE_GIT_COMMIT`` (and ``HISPARSE_GIT_DIRTY`` = 0/1), when set, win over git: whoever copied
-    a tree to a GPU node knows which commit it is, while the copy may have no .git or, as on our
-    device tool, a stale one (the session's first commit under a newer working tree: it would record
+    a tree to a GPU node knows which commit it is, while the copy may have no .git or a stale
+    one (an older commit under a newer working tree: it would record
     the wrong commit and "dirty")."""
     given = env.git_commit_override()
     if given:

@@ -164,7 +164,7 @@ REREAD_MARK = 0.99  # distinct host bytes / bytes copied below this: the case's 
 
 def reread_share(work: dict) -> float | None:
     """Distinct host rows' bytes over the bytes copied (work.host_bytes_per_call, absent in files written
-    before 2026-12-01's eleventh session) when under REREAD_MARK, else None. Such a case's PCIe floor,
+    before f980859, 2026-12-01) when under REREAD_MARK, else None. Such a case's PCIe floor,
     which counts rows copied, is no floor (re-read rows need not cross the link): the text summary, the
     dashboard and the plots mark it."""
     host, copied = work.get("host_bytes_per_call"), work.get("bytes_per_call")

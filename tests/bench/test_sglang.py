@@ -136,7 +136,7 @@ def _tree_bytes(root: Path) -> int:
 @needs_pinned
 @pytest.mark.slow
 def test_kernels_tree_cut_is_small_and_still_loads_and_builds_the_spec_kernel(tmp_path):
-    """scripts/sglang_kernels_tree.sh: the cut a device call carries (64 MiB in all, with this repository
+    """scripts/sglang_kernels_tree.sh: the cut a node that receives little takes (with this repository
     and the wheelhouse) loads the same entry points and JIT-builds the speculative swap for sm_90."""
     dest = tmp_path / "sgl"
     proc = _cut(PINNED, dest)
@@ -191,7 +191,7 @@ VICTIM_LOOP = "for (int64_t iteration = 0; iteration < compact_iterations; ++ite
 @needs_pinned
 @pytest.mark.skipif(shutil.which("git") is None, reason="git applies the patch")
 def test_commit_barrier_patch_ends_each_victim_iteration_with_a_barrier(tmp_path):
-    """patches/sglang-0.5.23-commit-barrier.patch (README, docs/known-issues.md item 11) applies to the
+    """patches/sglang-0.5.23-commit-barrier.patch (README, docs/known-issues.md, sglang's commit race) applies to the
     pinned wheel and adds exactly one __syncthreads(), as the last statement of the commit kernel's
     victim-loop body: the fix the H200 probe measured, and nothing else."""
     original = (PINNED / SPEC_HEADER).read_text()

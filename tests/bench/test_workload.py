@@ -543,7 +543,7 @@ def test_planned_implementations_copy_the_fresh_rows_into_every_shared_layer(imp
     """The shared-layer baseline (sequential LRU + each step's plan replayed) and multi_step_planned
     do the same work: the swapped layer and each of the 2 shared layers receive exactly the fresh
     rows of the call, and each shared layer ends up with its own host rows' bytes at those slots: layer l
-    reads the l-th block of host rows after the swapped layer's (known issue 12), so its row r holds the
+    reads the l-th block of host rows after the swapped layer's (docs/perf-notes.md, b7f40a9), so its row r holds the
     pattern of pool row l * H + r (H: the swapped layer's host rows), words (row * TOKEN_SCALE + w)."""
     from hisparse.bench.backends import get_backend
     from hisparse.bench.calls import bind

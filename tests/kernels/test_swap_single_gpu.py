@@ -765,7 +765,7 @@ def test_debug_mode_rejects_a_contract_violation():
 
 
 # ------------------------------------------------------------------------------------------------
-# Device values outside the contract (known issue 2, docs/known-issues.md): without debug=True the
+# Device values outside the contract (hardened in 3803334): without debug=True the
 # kernel cannot see them, and must still never touch memory outside its tensors.
 
 

@@ -138,7 +138,7 @@ __device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotVi
       // A hit's ref exchange and a miss's first claim CAS are issued before either result is used, so
       // a warp with lanes of both kinds waits for both at once, not for the hit branch's atomic before
       // the miss branch issues its CAS. Measured: both paths of a b1 call 0.2 us shorter (docs/perf-notes.md,
-      // eighteenth session; results/probes/b1-lookups-h200-20261202/).
+      // 2026-12-02, e5be9c0; results/probes/b1-lookups-h200-20261202/).
       int32_t seen_ref = epoch;
       if (hit.slot >= 0) seen_ref = atomicExch(p.ref_epochs + rid * p.hot + hit.slot, epoch);
       const uint64_t want = epoch_tag(epoch, static_cast<uint32_t>(token));

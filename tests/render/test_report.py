@@ -1,0 +1,117 @@
+"""`hisparse-bench report`: result tables generated from run files, and the committed docs they generate.
+
+Expected figures are read off the committed run file of 3239c10 (2026-12-03, H200) by hand:
+lru_sequential/serving/b64/.../pdl0 685.6 us, multi_step .../pdl1 638.0 us, gather floor 614.6 us."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hisparse.cli import main as cli_main
+from hisparse.render.report import BEGIN, END, Named, document, readme_block, replace_block
+from hisparse.results.model import load_run, run_from_dict
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT = "results/runs/20261203-170254_3239c1072567_default.json"
+
+
+@pytest.fixture(scope="module")
+def default_data() -> dict:
+    return json.loads((REPO / DEFAULT).read_text())
+
+
+def test_each_run_heading_names_file_commit_date_and_machine(default_data):
+    doc = document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
+    heading = next(line for line in doc.splitlines() if line.startswith("## "))
+    assert heading == f"## `default`: `{DEFAULT}`"
+    facts = doc.split(heading, 1)[1].strip().splitlines()[0]
+    for want in ("Commit 3239c10;", "2026-12-03 17:02:54-17:11:13 UTC", "machine h200-sxm (NVIDIA H200",
+                 "driver 580.159.04", "160 of 160 cases ok"):
+        assert want in facts, facts
+
+
+def test_the_serving_grid_row_holds_the_run_files_medians_and_floor(default_data):
+    doc = document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
+    serving = doc.split("### `serving`", 1)[1].split("###", 1)[0]
+    assert "warm regime (layers 1" in serving.splitlines()[0]
+    row = next(line for line in serving.splitlines() if re.match(r"\| 64 +\|", line))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells == ["64", "685.6", "638.0", "638.0", "1.04", "614.6"]
+    assert "gather warm us" not in serving  # today's files have no warm floor: no empty column
+
+
+def test_decode_regime_cases_get_their_own_table_first_with_the_warm_floor(default_data):
+    data = copy.deepcopy(default_data)
+    decode = [c for c in data["cases"] if c["params"]["workload"] == "serving"
+              and c["params"]["implementation"] == "multi_step" and c["params"]["pdl"]]
+    for c in decode:
+        c["params"]["workload_params"]["layers"] = 61
+        c["floor"]["gather_warm_us"] = c["floor"]["gather_floor_us"] / 2
+    doc = document([Named("decode.json", run_from_dict(data))])
+    titles = [line for line in doc.splitlines() if line.startswith("### ")]
+    assert titles[0].startswith("### `serving`, decode regime (layers 61")
+    table = doc.split(titles[0], 1)[1].split("### ", 1)[0]
+    assert "gather warm us" in table
+    b64 = next(c for c in decode if c["params"]["batch"] == 64 and c["params"]["item_size_bytes"] == 576
+               and c["params"]["workload_params"]["context_max"] == 131072 and c["params"]["shared_layers"] == 0)
+    assert f"{b64['floor']['gather_warm_us']:.1f}" in table
+    assert any(t.startswith("### `serving`, warm regime") for t in titles)  # the rest of serving stays warm
+
+
+def test_replace_block_keeps_what_surrounds_the_markers():
+    text = f"intro\n{BEGIN}\nold table\n{END}\noutro\n"
+    assert replace_block(text, f"{BEGIN}\nnew\n{END}") == f"intro\n{BEGIN}\nnew\n{END}\noutro\n"
+    with pytest.raises(ValueError, match="report:begin"):
+        replace_block("no markers here\n", "x")
+
+
+def test_readme_block_is_the_main_grid_only_and_links_the_full_tables(default_data):
+    block = readme_block([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
+    assert block.startswith(BEGIN) and block.endswith(END)
+    assert "docs/benchmarks-h200.md" in block and f"### `default`: `{DEFAULT}`" in block
+    assert "Off the main grid" not in block
+
+
+def test_cli_writes_the_document_and_rewrites_the_readme_block(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    out, readme = tmp_path / "bench.md", tmp_path / "README.md"
+    readme.write_text(f"# x\n{BEGIN}\nstale\n{END}\nrest\n")
+    r = CliRunner().invoke(cli_main, ["report", DEFAULT, "--out", str(out), "--readme", str(readme)])
+    assert r.exit_code == 0, r.output
+    assert f"`{DEFAULT}`" in out.read_text()
+    text = readme.read_text()
+    assert "stale" not in text and text.startswith("# x\n") and text.endswith(f"{END}\nrest\n")
+
+
+def test_cli_refuses_a_readme_without_the_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("no block\n")
+    r = CliRunner().invoke(cli_main, ["report", str(REPO / DEFAULT), "--readme", str(readme)])
+    assert r.exit_code == 1 and "report:begin" in r.output
+    assert readme.read_text() == "no block\n"
+
+
+def _named_runs(markdown: str, level: str) -> list[str]:
+    return re.findall(rf"^{level} `[^`]+`: `(results/runs/[^`]+\.json)`$", markdown, flags=re.M)
+
+
+def test_committed_benchmarks_doc_is_what_the_generator_makes_of_its_run_files():
+    """docs/benchmarks-h200.md cannot drift from the run files it names: regenerate it with
+    `hisparse-bench report <the files its headings name> --out docs/benchmarks-h200.md`."""
+    committed = (REPO / "docs" / "benchmarks-h200.md").read_text()
+    paths = _named_runs(committed, "##")
+    assert paths, "docs/benchmarks-h200.md names no run file"
+    assert committed == document([Named(p, load_run(REPO / p)) for p in paths])
+
+
+def test_committed_readme_block_is_what_the_generator_makes_of_its_run_files():
+    readme = (REPO / "README.md").read_text()
+    block = readme[readme.index(BEGIN):readme.index(END) + len(END)]
+    paths = _named_runs(block, "###")
+    assert paths, "the README's report block names no run file"
+    assert block == readme_block([Named(p, load_run(REPO / p)) for p in paths])
