@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One command that validates and measures everything, for a GPU node reached through a
 # one-shot command (no network). Usage:  OUT=/some/dir bash scripts/gpu_session.sh STEP...
+# Environment: BENCH_DEADLINE (s after start: SIGINT to a bench step still running), BENCH_RESUME (a run
+# file the bench step resumes).
 # Steps: node build tests tests:<files> sanitize bench:<config>[:--ci] history:<N commits> replay:<commit> cache
 #        stress:<name>:<check options, commas for spaces> (hisparse-bench check --json <name>.json --resume ...)
 #        ncu:<case id of configs/default.yaml> (the multi-step swap's gather and commit kernels of one call, after 4 calls;
@@ -46,7 +48,11 @@ for s in "$@"; do
     sanitize) step sanitize bash scripts/gpu_sanitize.sh ;;
     bench:*) IFS=: read -r _ cfg flag <<< "$s"
              n_bench=$(( ${n_bench:-0} + 1 ))  # a config may run several times (re-run agreement)
-             step "bench-$cfg-$n_bench" python3 -m hisparse run "configs/$cfg.yaml" ${flag:-} --out "$OUT" ;;
+             # BENCH_DEADLINE (seconds since this script started): end the run with SIGINT then, so it
+             # keeps its finished cases and prints the --resume command (unset: no limit)
+             limit=0; [ -n "${BENCH_DEADLINE:-}" ] && limit=$(( BENCH_DEADLINE > SECONDS + 5 ? BENCH_DEADLINE - SECONDS : 5 ))
+             step "bench-$cfg-$n_bench" timeout -s INT "$limit" \
+               python3 -m hisparse run "configs/$cfg.yaml" ${flag:-} ${BENCH_RESUME:+--resume "$BENCH_RESUME"} --out "$OUT" ;;
     history:*) # the device copy has no .git: carry a bundle (scripts/pack_history.sh N makes it, and
              # the per-commit trees for a node without git: runs then go to history-trees/, recorded later)
              n=${s#history:}
