@@ -275,7 +275,7 @@ def sweep_host_bytes(cases: list) -> int:
     from hisparse.bench import measure  # noqa: PLC0415
     from hisparse.bench.case import host_bytes  # noqa: PLC0415
 
-    return max((host_bytes(c) + measure.round_host_offset_rows(c, int(c.timing.rounds) - 1) * c.item_size_bytes
+    return max((host_bytes(c) + measure.round_host_offset_rows(c, measure.case_rounds(c) - 1) * c.item_size_bytes
                 for c in cases), default=0)
 
 

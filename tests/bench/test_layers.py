@@ -17,9 +17,9 @@ TIMING = TimingSettings(warmup_calls=1, calls_per_graph=4, replays=10, l2_flush=
 SERVING = {"context_min": 1024, "context_max": 2048}
 
 
-def layered(impl: str = "multi_step", workload: str = "serving", layers: int = 3, **kw) -> Case:
+def layered(impl: str = "multi_step", workload: str = "serving", layers: int = 3, timing=TIMING, **kw) -> Case:
     params = {**(SERVING if workload == "serving" else {}), "layers": layers}
-    return Case(impl, workload, params, batch=2, top_k=64, hot_buffer_size=256, timing=TIMING, **kw)
+    return Case(impl, workload, params, batch=2, top_k=64, hot_buffer_size=256, timing=timing, **kw)
 
 
 def extent(t: torch.Tensor) -> tuple[int, int]:
@@ -203,3 +203,16 @@ def test_cap_layers_counts_the_shared_layers_of_a_planned_case():
 def test_bad_layer_settings_name_the_key(bad, shown):
     with pytest.raises(ConfigError, match=shown):
         parse_config(bad)
+
+
+def test_a_decode_case_times_one_round_a_warm_case_its_configured_rounds():
+    """L layers already put L placements of buffers in every replay: one round; layers: 1 keeps the
+    config's rounds (which average placement there)."""
+    timing3 = TimingSettings(warmup_calls=1, calls_per_graph=4, replays=10, l2_flush=False, check_calls=1, rounds=3)
+    decode, warm = layered(layers=3, timing=timing3), layered(layers=1, timing=timing3)
+    assert (decode.rounds, warm.rounds) == (1, 3)
+    backend = backends.get_backend("reference")
+    for case, want in ((decode, 1), (warm, 3)):
+        result = measure.run_case(case, backend, floors=floors.NOT_APPLICABLE)
+        assert result.status == "ok", result.reason
+        assert result.settings["rounds"] == want and len(result.runs) == want

@@ -42,7 +42,8 @@ def test_a_layered_case_is_checked_and_timed_on_the_gpu(cuda, impl, workload):
 
 
 class Sabotaged:
-    """The cuda backend, flipping one byte of the first row copied into layer ``bad_layer``'s buffer."""
+    """The cuda backend, flipping byte 0 of every row of layer ``bad_layer``'s device buffer after its swap
+    (the kernels report no miss list to aim at: every resident row is then wrong)."""
 
     def __init__(self, workload, bad_layer: int) -> None:
         self.inner = backends.get_backend("cuda")
@@ -52,9 +53,8 @@ class Sabotaged:
 
     def swap_multi_step(self, **kw):
         out = self.inner.swap_multi_step(**kw)
-        if self.layer_of[kw["device_buffer"].data_ptr()] == self.bad_layer and int(kw["miss_count"][0]):
-            row = int(kw["miss_dst"][0, 0])
-            kw["device_buffer"].view(torch.uint8).view(kw["device_buffer"].shape[0], -1)[row, 0] ^= 0xFF
+        if self.layer_of[kw["device_buffer"].data_ptr()] == self.bad_layer:
+            kw["device_buffer"].view(torch.uint8).view(kw["device_buffer"].shape[0], -1)[:, 0] ^= 0xFF
         return out
 
     def __getattr__(self, name):
@@ -81,7 +81,7 @@ def test_the_pinned_arena_is_read_byte_exactly_by_the_gather(cuda):
     item, rows = 576, 50_000
     alloc = host_alloc.allocate(rows * item + (2 << 20), "pinned", DEVICE)
     assert alloc.kind == "pinned" and alloc.tensor.device.type == "cpu"
-    host = alloc.tensor[1 << 20:1 << 20 | rows * item]  # an offset view, as a layer's rows are
+    host = alloc.tensor[(1 << 20):(1 << 20) + rows * item]  # an offset view, as a layer's rows are
     g = torch.Generator().manual_seed(5)
     host.copy_(torch.randint(0, 256, (host.numel(),), generator=g, dtype=torch.uint8))
     src = torch.randint(0, rows, (20_000,), generator=g)

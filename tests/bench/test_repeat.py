@@ -23,6 +23,7 @@ axes:
   hot_buffer_size: 64
   item_size_bytes: 64
   pdl: on
+workloads: {distinct: {layers: 1}}  # the warm regime: rounds are the config's (a decode case times one)
 timing: {warmup_calls: 1, calls_per_graph: 2, replays: 10, l2_flush: false, check_calls: 1, rounds: 2}
 """
 
