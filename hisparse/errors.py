@@ -30,3 +30,8 @@ class OutputPathError(HisparseError, OSError):
     """A path the tool was told to write cannot or must not be written (read-only folder, a path under
     a file, a directory or a device, an existing file without --force, one of the command's own
     inputs). An OSError too, so callers that tolerate a failed write still do."""
+
+
+class HostAllocationError(HisparseError, RuntimeError):
+    """The OS or the driver cannot give host memory of a kind (huge pages not reserved, one NUMA node, no
+    CUDA): the message says which and why; a case that needs it is skipped with that reason."""

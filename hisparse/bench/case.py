@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 from hisparse.bench import implementations
+from hisparse.bench.host_memory import (DEFAULT_HOST_ALLOCATION, DEFAULT_HOST_NUMA, HOST_ALLOCATIONS,
+                                        HOST_NUMA_PLACEMENTS, HostMemory)
 from hisparse.errors import ConfigError
 from hisparse.kernels.limits import MAX_HOT_BUFFER_SIZE, MAX_STEPS, MAX_STEPS_X_TOP_K
 
@@ -43,13 +45,14 @@ UPSTREAM_SEQ_LEN = 1_048_576
 #   entries (its hits are roll(arange(4096), 137*s)[:1852], 1852 - 137 = 1715);
 # - recent re-reference 0.5: no published figure (the `trace` model's default);
 # - contexts 16k-128k tokens: DeepSeek-V3.2's 128k context window, long-context serving from 16k (issue 13);
-# - the pinned host pool at most 12 GiB (batch x context_max x item): what the H200 node pins comfortably
-#   next to the device buffers (issue 13 measured 3 and 12 GiB pools).
+# - the host pool of one layer at most 48 GiB (batch x context_max x item): what a 128 GiB H200 node holds
+#   next to everything else (12 GiB until the host-allocation sweep, configs/host-alloc.yaml, asked for 48 GB
+#   pools; the layers of a case are capped by the config's host_memory_budget_gib besides).
 SERVING_MISS_RATE = UPSTREAM_MISSES_PER_STEP / UPSTREAM_TOP_K
 SERVING_STEP_OVERLAP = 1715 / UPSTREAM_TOP_K
 SERVING_CONTEXT_MIN = 16_384
 SERVING_CONTEXT_MAX = 131_072
-SERVING_MAX_POOL_BYTES = 12 << 30
+SERVING_MAX_POOL_BYTES = 48 << 30
 
 # The decode regime (docs/semantics.md, "Regimes"). A decode step runs every layer of the model once, each
 # layer with its own host KV pool, and attention and the MLP between two swaps: the GPU's translations of a
@@ -206,7 +209,13 @@ AXIS_SPECS: dict[str, ParamSpec] = {
     "item_size_bytes": ParamSpec(int, 576, lo=1, hi=1 << 20),
     "pdl": ParamSpec(bool, True),
     "shared_layers": ParamSpec(int, DEFAULT_SHARED_LAYERS, lo=1, hi=64),
+    # How the host pool is allocated and on which NUMA node (hisparse/bench/host_memory.py); apart from the
+    # workload, so every workload runs on every kind. Named in a case id and its params only when not the
+    # default, so every case written before they existed keeps its id and hash.
+    "host_alloc": ParamSpec(str, DEFAULT_HOST_ALLOCATION, choices=HOST_ALLOCATIONS),
+    "host_numa": ParamSpec(str, DEFAULT_HOST_NUMA, choices=HOST_NUMA_PLACEMENTS),
 }
+HOST_MEMORY_PARAMS = ("host_alloc", "host_numa")
 AXES = tuple(AXIS_SPECS)
 
 WORKLOAD_PARAMS: dict[str, dict[str, ParamSpec]] = {
@@ -216,7 +225,10 @@ WORKLOAD_PARAMS: dict[str, dict[str, ParamSpec]] = {
         "miss_rate": ParamSpec(float, SERVING_MISS_RATE, lo=0.0, hi=1.0),  # per-step fraction of fresh tokens
         "step_overlap": ParamSpec(float, SERVING_STEP_OVERLAP, lo=0.0, hi=1.0),  # shared with the previous step
         "recent_reuse": ParamSpec(float, 0.5, lo=0.0, hi=1.0),  # rest: re-referenced from recent calls vs older
-        "positions": ParamSpec(str, "scattered", choices=("scattered", "consecutive")),  # of the top-k in the context
+        # where the top-k's tokens sit: scattered over the request's own region, in token order, in
+        # scattered runs of PAGE_SIZE tokens (64 rows, 36 KB at 576 B, contiguous), or scattered over the
+        # whole pool (workload.py's _serving_layout)
+        "positions": ParamSpec(str, "scattered", choices=("scattered", "consecutive", "chunks", "pool")),
         # order of each step's top-k entries: the indexer's (by score: no relation to the rows) or
         # sorted by host row (what a caller that sorts its top-k hands the swap); same tokens either way
         "read_order": ParamSpec(str, "indexer", choices=("indexer", "host_row")),
@@ -304,6 +316,9 @@ def format_case_id(params: Mapping[str, Any]) -> str:
     for key, value in sorted(dict(params.get("workload_params") or {}).items()):
         if key not in schema or value != schema[key].default:
             parts.append(f"{key}={_fmt(value)}")
+    for key in HOST_MEMORY_PARAMS:
+        if params.get(key, AXIS_SPECS[key].default) != AXIS_SPECS[key].default:
+            parts.append(f"{key}={params[key]}")
     if params.get("seed", 0) != 0:
         parts.append(f"seed={params['seed']}")
     return "/".join(parts)
@@ -333,13 +348,15 @@ class Case:
     shared_layers: int | None = None
     seed: int = 0
     timing: TimingSettings = field(default_factory=TimingSettings)
+    host_alloc: str = DEFAULT_HOST_ALLOCATION
+    host_numa: str = DEFAULT_HOST_NUMA
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)
 
         for name in ("implementation", "workload", "batch", "steps", "top_k", "hot_buffer_size",
-                     "item_size_bytes", "pdl"):
+                     "item_size_bytes", "pdl", *HOST_MEMORY_PARAMS):
             try:
                 put(name, AXIS_SPECS[name].coerce(getattr(self, name)))
             except _Invalid as e:
@@ -398,6 +415,10 @@ class Case:
 
     # -- derived sizes -------------------------------------------------------------------------
     @property
+    def host_memory(self) -> HostMemory:
+        return HostMemory(self.host_alloc, self.host_numa)
+
+    @property
     def is_multi_step(self) -> bool:
         return self.implementation in MULTI_STEP_IMPLEMENTATIONS
 
@@ -451,7 +472,8 @@ class Case:
         return {"implementation": self.implementation, "workload": self.workload, "batch": self.batch,
                 "steps": self.steps, "top_k": self.top_k, "hot_buffer_size": self.hot_buffer_size,
                 "item_size_bytes": self.item_size_bytes, "pdl": self.pdl, "shared_layers": self.shared_layers,
-                "workload_params": _stored_workload_params(self.workload_params), "seed": self.seed}
+                "workload_params": _stored_workload_params(self.workload_params), "seed": self.seed,
+                **{k: getattr(self, k) for k in HOST_MEMORY_PARAMS if getattr(self, k) != AXIS_SPECS[k].default}}
 
     @classmethod
     def from_dict(cls, params: Mapping[str, Any], timing: TimingSettings | Mapping | None = None) -> "Case":
@@ -484,10 +506,11 @@ class Case:
         schema = WORKLOAD_PARAMS.get(parts[1], {})
         for text in parts[2 + len(_ID_PREFIXES):]:
             key, sep, value = text.partition("=")
-            spec = {"shared_layers": AXIS_SPECS["shared_layers"], "seed": ParamSpec(int, 0, lo=0)}.get(key)
+            spec = {"shared_layers": AXIS_SPECS["shared_layers"], "seed": ParamSpec(int, 0, lo=0),
+                    **{k: AXIS_SPECS[k] for k in HOST_MEMORY_PARAMS}}.get(key)
             if not sep or (spec is None and key not in schema):
                 raise ConfigError(f"case id {case_id!r}: {text!r}: expected key=value with key one of "
-                                  f"{', '.join(['shared_layers', *schema, 'seed'])}")
+                                  f"{', '.join(['shared_layers', *schema, 'seed', *HOST_MEMORY_PARAMS])}")
             try:
                 if spec is not None:
                     d[key] = _parse_text(spec, value)
@@ -540,6 +563,9 @@ def prune_reason(params: Mapping[str, Any], timing: TimingSettings | None = None
 
         if (why := sglang.prune_reason(impl, params)) is not None:
             return why
+    memory = HostMemory(*(params.get(k, AXIS_SPECS[k].default) for k in HOST_MEMORY_PARAMS))
+    if (why := memory.problem()) is not None:
+        return why
     wp = dict(params.get("workload_params") or {})
     if workload == "upstream":
         if k != UPSTREAM_TOP_K:
@@ -582,7 +608,7 @@ def _serving_prune_reason(wp: Mapping[str, Any], params: Mapping[str, Any], s: i
     pool = int(params["batch"]) * serving_region_rows(hi) * int(params["item_size_bytes"])
     if pool > SERVING_MAX_POOL_BYTES:
         return (f"serving: host pool batch*context_max*item = {pool / 2**30:.1f} GiB > "
-                f"{SERVING_MAX_POOL_BYTES >> 30} GiB of pinned memory (a smaller context_max or batch)")
+                f"{SERVING_MAX_POOL_BYTES >> 30} GiB of host memory per layer (a smaller context_max or batch)")
     return None
 
 
@@ -648,7 +674,7 @@ def serving_region_rows(context: int) -> int:
 __all__ = [
     "DEFAULT_HOST_MEMORY_BUDGET_GIB", "DEFAULT_LAYERS", "LAYERED_WORKLOADS", "cap_layers", "host_bytes", "host_bytes_per_layer",
     "host_rows_per_layer", "layer_stride_rows",
-    "AXES", "AXIS_SPECS", "BASELINE_OF", "DEFAULT_IMPLEMENTATIONS", "IMPLEMENTATIONS", "LRU_IMPLEMENTATIONS", "MULTI_STEP_IMPLEMENTATIONS",
+    "AXES", "AXIS_SPECS", "BASELINE_OF", "HOST_MEMORY_PARAMS", "DEFAULT_IMPLEMENTATIONS", "IMPLEMENTATIONS", "LRU_IMPLEMENTATIONS", "MULTI_STEP_IMPLEMENTATIONS",
     "PLANNED_IMPLEMENTATIONS", "WORKLOADS", "WORKLOAD_PARAMS",
     "Case", "ParamSpec", "PatternGeometry", "Pruned", "TimingSettings", "format_case_id", "pattern_geometry",
     "prune_reason", "serving_region_rows",

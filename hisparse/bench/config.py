@@ -18,6 +18,9 @@ axes:                          # each axis: a value, a list (full and CI sweep),
   item_size_bytes: 576         # default 576
   pdl: [on, off]               # default on; multi-step implementations only (lru_sequential: off)
   shared_layers: 3             # default 3; the planned implementations only
+  host_alloc: [pinned, registered, hugetlb-2m, hugetlb-1g, vmm]  # default pinned (hisparse/bench/host_memory.py);
+                               # the sweep runs the cases of one kind together, kinds in this order
+  host_numa: any               # default any; local / remote: the GPU's NUMA node or another (not with pinned)
 slices:                        # more grids: `axes` with some axes replaced; the sweep is the union
   - {workload: distinct, batch: 64, steps: [1, 2, 4]}
   - {workload: serving, batch: 64,              # a slice may also replace workload parameters
@@ -62,6 +65,7 @@ from hisparse.bench.case import (
     AXIS_SPECS,
     DEFAULT_HOST_MEMORY_BUDGET_GIB,
     DEFAULT_LAYERS,
+    HOST_MEMORY_PARAMS,
     WORKLOAD_PARAMS,
     WORKLOADS,
     Case,
@@ -114,6 +118,8 @@ def _flat(params: Mapping[str, Any]) -> dict[str, Any]:
     """A case's params with its workload parameters lifted to the top level (for matching)."""
     out = {k: v for k, v in params.items() if k != "workload_params"}
     out.update(dict(params.get("workload_params") or {}))
+    for key in HOST_MEMORY_PARAMS:  # stored only when not the default; matched either way
+        out.setdefault(key, AXIS_SPECS[key].default)
     return out
 
 
@@ -144,6 +150,16 @@ class Expansion:
     @property
     def config_hash(self) -> str:
         return cases_hash(self.cases)
+
+
+def by_host_memory(cases: list[Case]) -> list[Case]:
+    """The cases grouped by host memory (host_alloc, host_numa), the groups in the order they first appear,
+    each group in expansion order: the sweep then holds one host arena at a time and releases it before
+    the next kind allocates (a 128 GiB node cannot hold two 45 GiB arenas). One kind: the order as expanded."""
+    first: dict = {}
+    for c in cases:
+        first.setdefault(c.host_memory, len(first))
+    return sorted(cases, key=lambda c: first[c.host_memory])  # stable
 
 
 def cases_hash(cases: Sequence[Case]) -> str:
@@ -273,7 +289,7 @@ class SweepConfig:
                         pruned.setdefault((case.case_id, reason), Pruned(params, reason))
                     else:
                         cases.setdefault(case.case_id, case)
-        kept = [c for c in cases.values() if all(pred(c) for pred in predicates)]
+        kept = [c for c in by_host_memory(list(cases.values())) if all(pred(c) for pred in predicates)]
         # the pruned combinations of the selection only: a filtered listing is about those cases
         dropped = [p for p in pruned.values() if all(pred(p) for pred in predicates)]
         return Expansion(kept, dropped, ci=ci, filters=tuple(filters), filtered_out=len(cases) - len(kept))

@@ -1,5 +1,5 @@
-"""The host KV cache of the workloads: one host arena per (device type, allocation kind), shared by every
-case of a process.
+"""The host KV cache of the workloads: one host arena (of one kind of host memory, ``HostMemory``: how it
+is allocated and on which NUMA node), shared by every case of a process.
 
 Why a pool: a `distinct` case at batch 64 reads its misses from its own host rows, so its host cache
 is 3-6 GB, and a case in the decode regime has one such pool per layer (up to the config's host-memory
@@ -14,6 +14,11 @@ rows of the item size in use (again when another item size asks), grows it when 
 their own offsets (each layer's rows in memory of its own), and timing rounds after the first shift the
 whole case to read the same logical rows from other physical pages; a workload fills its device rows from
 the pattern of the rows it really reads (``offset_rows + r``), so every layer and round is checkable.
+
+One arena at a time: a view or reservation of another kind of memory releases the arena of the previous one
+(freed once no view holds it) before allocating, since a sweep of pools of tens of GiB per kind cannot hold
+two on a 128 GiB node; the sweep runs the cases of one kind together (config.by_host_memory). Arenas are
+kept per device type (the reference backend's pageable arena and a CUDA one are different memory).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from hisparse.bench import host_alloc
+from hisparse.bench.host_memory import HostMemory
 
 GROWTH = 1.5  # a larger case allocates 1.5x what it needs (below GROWTH_LIMIT_BYTES), so a sweep re-allocates rarely
 GROWTH_LIMIT_BYTES = 8 << 30  # above this, exactly what is needed (tens of GiB pinned: no slack)
@@ -61,16 +67,16 @@ class HostCachePool:
 
     def __init__(self, fill: Fill) -> None:
         self._fill = fill  # fill(dst, rows, item_size_bytes, device): the pattern of `rows` into dst, computed on device
-        self._arenas: dict[tuple[str, str], _Arena] = {}
+        self._arenas: dict[tuple[str, HostMemory], _Arena] = {}
         self._lock = threading.Lock()
 
     def view(self, rows: int, item_size_bytes: int, device: torch.device, *, offset_rows: int = 0,
-             kind: str = host_alloc.DEFAULT_HOST_ALLOCATION) -> torch.Tensor:
+             memory: HostMemory = HostMemory()) -> torch.Tensor:
         if rows < 1 or offset_rows < 0:
             raise ValueError(f"host cache: need rows >= 1 and offset_rows >= 0, got {rows}, {offset_rows}")
         need = offset_rows + rows
         with self._lock:
-            arena = self._arena(need * item_size_bytes, device, kind, grow=True)
+            arena = self._arena(need * item_size_bytes, device, memory, grow=True)
             if arena.item_size_bytes != item_size_bytes:
                 arena.item_size_bytes, arena.filled_rows = item_size_bytes, 0
             table = arena.rows(item_size_bytes)
@@ -80,21 +86,28 @@ class HostCachePool:
                 arena.filled_rows = need
             return table[offset_rows:need]
 
-    def reserve(self, nbytes: int, device: torch.device, kind: str = host_alloc.DEFAULT_HOST_ALLOCATION) -> int:
+    def reserve(self, nbytes: int, device: torch.device, memory: HostMemory = HostMemory()) -> int:
         """Make the arena at least ``nbytes`` (a sweep's largest case, before its first case): one
         allocation instead of one per larger case. Returns the arena's size."""
         with self._lock:
-            return self._arena(nbytes, device, kind, grow=False).nbytes
+            return self._arena(nbytes, device, memory, grow=False).nbytes
 
-    def _arena(self, nbytes: int, device: torch.device, kind: str, *, grow: bool) -> _Arena:
-        key = (device.type, kind)
+    def info(self, device: torch.device, memory: HostMemory) -> dict:
+        """What the allocation of ``memory``'s arena asked and got (``HostAllocation.info``, its size), {} for none."""
+        arena = self._arenas.get((device.type, memory))
+        return {**arena.allocation.info, "nbytes": arena.nbytes} if arena is not None else {}
+
+    def _arena(self, nbytes: int, device: torch.device, memory: HostMemory, *, grow: bool) -> _Arena:
+        key = (device.type, memory)
+        for other in [k for k in self._arenas if k[0] == device.type and k != key]:
+            del self._arenas[other]  # one kind of memory at a time (module docstring)
         arena = self._arenas.get(key)
         if arena is None or arena.nbytes < nbytes:
             self._arenas.pop(key, None)
             arena = None  # drop the smaller arena (freed once no view holds it) before allocating the larger
             size = nbytes if not grow or nbytes > GROWTH_LIMIT_BYTES or nbytes <= 1 << 20 else int(nbytes * GROWTH)
             size = -(-size // ALIGN_BYTES) * ALIGN_BYTES
-            arena = _Arena(host_alloc.allocate(size, kind, device))
+            arena = _Arena(host_alloc.allocate(size, memory.kind, device, numa=memory.numa))
             self._arenas[key] = arena
         return arena
 

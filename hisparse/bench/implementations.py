@@ -108,6 +108,12 @@ def _op_specs(op: str, case: Any) -> list:
 
 
 def kernel_specs(case: Any) -> list:
-    """The KernelSpecs ``case`` needs (both plan variants where the harness records a plan)."""
+    """The KernelSpecs ``case`` needs (both plan variants where the harness records a plan), and the host
+    entries of its host memory where it has some (``vmm``: hisparse/bench/host_vmm.py)."""
     impl = get(case.implementation)
-    return [spec for op in impl.ops for spec in _op_specs(op, case)]
+    specs = [spec for op in impl.ops for spec in _op_specs(op, case)]
+    if getattr(case, "host_alloc", None) == "vmm":
+        from hisparse.bench import host_vmm  # noqa: PLC0415
+
+        specs += list(host_vmm.SPECS)
+    return specs

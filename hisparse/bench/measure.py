@@ -15,7 +15,9 @@ Order inside a case (a fast wrong kernel posts no number, docs/semantics.md §H4
    pinned pool), time it again (no checks, no recorded calls, no floor). Each round is one ``Run`` of
    the result (``run_of``); the per-case statistics (CaseResult properties) pool all of them.
 Any exception (OOM, build error, unavailable kernel) fails the case with its message; the sweep goes
-on. KeyboardInterrupt is not caught.
+on. Host memory of the case's kind that the machine cannot give (huge pages not reserved, one NUMA node:
+``HostAllocationError``) skips it with the reason instead: the machine lacks it, the code is not at fault.
+KeyboardInterrupt is not caught.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from hisparse.bench import floors as floors_mod
 from hisparse.bench import calls as implementations
 from hisparse.bench import timing
 from hisparse.bench.floors import PinnedBandwidth
+from hisparse.errors import HostAllocationError
 from hisparse.results.model import CaseResult, CounterpartLink, Run, RunRecord, RunWriter, SpeedupLink
 
 MAX_REASON_VIOLATIONS = 3
@@ -183,9 +186,6 @@ def run_case(
     ``make_workload(case, device, host_offset_rows=...)`` (hisparse.bench.workload.make_workload)."""
     t0 = time.perf_counter()
     params = case_params(case)
-    if (skip := skip_reason(case, backend)) is not None:
-        return CaseResult(case.case_id, params, "skipped", reason=skip, settings=_settings_dict(case),
-                          wall_s=time.perf_counter() - t0)
     settings = case_settings(case)
     make_workload = make_workload or default_make_workload
     workload = bound = records = None
@@ -195,6 +195,13 @@ def run_case(
     def failed(reason: str) -> CaseResult:
         return CaseResult.failed(case.case_id, params, reason, timing=_settings_dict(case),
                                  wall_s=time.perf_counter() - t0)
+
+    def skipped(reason: str) -> CaseResult:
+        return CaseResult(case.case_id, params, "skipped", reason=reason, settings=_settings_dict(case),
+                          wall_s=time.perf_counter() - t0)
+
+    if (skip := skip_reason(case, backend)) is not None:
+        return skipped(skip)
 
     try:
         workload = make_workload(case, backend.device)
@@ -228,6 +235,8 @@ def run_case(
             measured, where_placed = time_round(case, backend, make_workload, settings, r, held)
             rounds.append(measured)
             placements.append(where_placed)
+    except HostAllocationError as e:  # the machine cannot give this memory: skipped, with the OS's reason
+        return skipped(f"{where}{e}")
     except Exception as e:  # noqa: BLE001 (every failure of one case is recorded, the sweep goes on)
         return failed(f"{where}{type(e).__name__}: {e}")
     finally:

@@ -255,44 +255,57 @@ def execute(session: Session, on_case: Callable[[CaseProgress], None] = lambda _
     from hisparse.bench import measure  # noqa: PLC0415
 
     cases = session.cases
-    reserve_host_pool(cases, session.backend)
+    sweep = _host_sweep(session)
     start = time.perf_counter()
     timed = 0
-    with _case_runner(cases, session.backend) as runner:
-        for index, (case, result) in enumerate(
-                measure.run_sweep(cases, session.backend, session.writer, floors=session.pinned, run=runner), start=1):
-            elapsed = time.perf_counter() - start
-            timed += result is not None
-            left = session.to_run - timed
-            eta = elapsed / timed * left if timed else None
-            on_case(CaseProgress(index=index, total=len(cases), case_id=case.case_id, result=result,
-                                 elapsed_s=elapsed, eta_s=eta))
+    try:
+        with _case_runner(cases, session.backend) as runner:
+            run = _with_host_memory(runner, sweep, session.writer) if sweep is not None else runner
+            for index, (case, result) in enumerate(
+                    measure.run_sweep(cases, session.backend, session.writer, floors=session.pinned, run=run), start=1):
+                elapsed = time.perf_counter() - start
+                timed += result is not None
+                left = session.to_run - timed
+                eta = elapsed / timed * left if timed else None
+                on_case(CaseProgress(index=index, total=len(cases), case_id=case.case_id, result=result,
+                                     elapsed_s=elapsed, eta_s=eta))
+    finally:
+        if sweep is not None:
+            sweep.finish()
     return session.writer.finish()
 
 
-def sweep_host_bytes(cases: list) -> int:
-    """The most host memory one case of ``cases`` holds, its timing rounds' shift included."""
-    from hisparse.bench import measure  # noqa: PLC0415
-    from hisparse.bench.case import host_bytes  # noqa: PLC0415
+def _host_sweep(session: Session):
+    """The sweep's host memory (hisparse/bench/host_sweep.py), its huge pages reserved now, before any case
+    allocates; None on the reference backend (pageable memory). Pinning the arena once per kind, at its
+    largest case, spares pinning and filling tens of GiB per larger case."""
+    if not session.backend.is_kernel or not session.cases:
+        return None
+    from hisparse.bench.host_sweep import HostSweep  # noqa: PLC0415
 
-    return max((host_bytes(c) + measure.round_host_offset_rows(c, measure.case_rounds(c) - 1) * c.item_size_bytes
-                for c in cases), default=0)
+    sweep = HostSweep(session.cases, session.backend.device)
+    _record_host_memory(session.writer, sweep.start())
+    return sweep
 
 
-def reserve_host_pool(cases: list, backend: Any) -> None:
-    """Pin the host arena once, at the size of the sweep's largest case, before the first case: pinning
-    and filling tens of GiB per larger case would take a good part of a sweep. A failure leaves each case
-    to allocate (and fail) on its own."""
-    if not backend.is_kernel or not cases:
-        return
-    import torch  # noqa: PLC0415
+def _with_host_memory(runner: Callable[..., Any], sweep: Any, writer: Any) -> Callable[..., Any]:
+    """``runner`` with each kind's arena allocated before its first case, and what it got recorded."""
 
-    from hisparse.bench.workload import HOST_POOL  # noqa: PLC0415
+    def run(case: Any, backend: Any, **kw: Any) -> Any:
+        if sweep.before(case):
+            _record_host_memory(writer, sweep.info)
+        return runner(case, backend, **kw)
 
-    try:
-        HOST_POOL.reserve(sweep_host_bytes(cases), torch.device(backend.device))
-    except Exception:  # noqa: BLE001 (the cases that need the memory fail with the reason)
-        pass
+    return run
+
+
+def _record_host_memory(writer: Any, info: dict) -> None:
+    """``environment.host_memory`` of the run file: huge pages asked and got, NUMA nodes, each kind's arena."""
+    import copy  # noqa: PLC0415
+
+    if info:
+        record = writer.record
+        writer.replace_record(replace(record, environment={**record.environment, "host_memory": copy.deepcopy(info)}))
 
 
 def _has_sglang(cases: list) -> bool:

@@ -34,8 +34,10 @@ empty, sequence length 1,048,576 so every request takes the long path):
   sequence is the `trace` model (miss_rate, step_overlap, recent_reuse = its locality; defaults from
   upstream's benchmark, see case.py), and each trace token sits at a position of the context: a
   seeded permutation of the request's positions (``positions: scattered``, what top-k over a long
-  context gives) or token order (``consecutive``). Trace tokens past the context wrap onto positions
-  HOT.. again (an evicted token read again); case.py's prune keeps one call's fresh tokens apart.
+  context gives), token order (``consecutive``), scattered 64-token runs (``chunks``), or scattered over
+  the whole pool instead of the request's region (``pool``): ``context_rows``. Trace tokens past the
+  context wrap onto positions HOT.. again (an evicted token read again); case.py's prune keeps one
+  call's fresh tokens apart.
   ``read_order``: each step's entries in the trace's random order (``indexer``: a top-k by score) or
   sorted by their host row (``host_row``); the same tokens and rows either way (it is not in the seed).
 
@@ -439,14 +441,29 @@ def _serving_layout(case: Case, seed: int, dev: torch.device, layer: int = 0) ->
     locs = torch.empty(bs, tr.span, dtype=torch.int64)
     for r, ctx in enumerate(contexts.tolist()):
         # Token t is position t of the context (wrapping past its end onto HOT..), then that position's
-        # row: a permutation of the context ("scattered") or token order.
+        # row (``context_rows``).
         slot = torch.where(t < ctx, t, hot + (t - hot) % (ctx - hot))
-        order = torch.randperm(ctx, generator=gen) if p["positions"] == "scattered" else torch.arange(ctx)
-        locs[r] = base[r] + order[slot]
+        locs[r] = base[r] + context_rows(p["positions"], ctx, gen)[slot]
+    if p["positions"] == "pool":  # every row of the pool to a seeded other row: regions no longer hold
+        locs = torch.randperm(int(contexts.sum()), generator=gen)[locs]
     locs = locs.to(dev)
     if p["read_order"] == "host_row":
         tr = replace(tr, tokens=sort_steps_by_row(tr.tokens, locs))
     return tr, locs, int(contexts.sum())
+
+
+def context_rows(positions: str, ctx: int, gen: torch.Generator) -> torch.Tensor:
+    """Row (within the request's region) of each position of a context of ``ctx`` tokens: a permutation of
+    the region (``scattered``, what top-k over a long context gives), token order (``consecutive``, and
+    ``pool``, which then scatters every row over the whole pool), or the region's pages of PAGE_SIZE rows
+    permuted with token order inside each (``chunks``: a call's consecutive fresh tokens read runs of 64
+    contiguous rows, 36 KB at 576 B, the runs scattered). Contexts are whole pages (serving_contexts)."""
+    if positions == "scattered":
+        return torch.randperm(ctx, generator=gen)
+    if positions == "chunks":
+        pages = torch.randperm(ctx // PAGE_SIZE, generator=gen) * PAGE_SIZE
+        return (pages.unsqueeze(1) + torch.arange(PAGE_SIZE)).reshape(-1)
+    return torch.arange(ctx)
 
 
 def sort_steps_by_row(tokens: torch.Tensor, host_locs: torch.Tensor) -> torch.Tensor:
@@ -466,7 +483,8 @@ def shared_layer_hosts(case: Case, host_rows: int, dev: torch.device, host_offse
     if not case.shared_layers or case.workload == "upstream":
         return ()
     # The last layer first: the pool grows once, to the whole extent, and the other views fit in it.
-    views = [HOST_POOL.view(host_rows, case.item_size_bytes, dev, offset_rows=host_offset_rows + layer * host_rows)
+    views = [HOST_POOL.view(host_rows, case.item_size_bytes, dev, offset_rows=host_offset_rows + layer * host_rows,
+                            memory=case.host_memory)
              for layer in range(case.shared_layers, 0, -1)]
     return tuple(reversed(views))
 
@@ -506,7 +524,7 @@ def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: i
     per_layer = replace(case, timing=case.layer_timing())
     dev = torch.device(device)
     # Every layer's rows in one arena (an estimate for `trace`: its rows are known once built)
-    HOST_POOL.reserve(host_offset_rows * case.item_size_bytes + host_bytes(case), dev)
+    HOST_POOL.reserve(host_offset_rows * case.item_size_bytes + host_bytes(case), dev, case.host_memory)
     layers, offset = [], host_offset_rows
     for layer in range(case.layers):
         w = make_layer(per_layer, device, host_offset_rows=offset, layer=layer)
@@ -577,7 +595,8 @@ def make_layer(case: Case, device: torch.device | str, *, host_offset_rows: int 
     tokens[:, :hot] = torch.arange(hot, dtype=torch.int32, device=dev)
 
     layer_hosts = shared_layer_hosts(case, host_rows, dev, host_offset_rows)  # first: see there
-    host_cache = HOST_POOL.view(host_rows, case.item_size_bytes, dev, offset_rows=host_offset_rows)
+    host_cache = HOST_POOL.view(host_rows, case.item_size_bytes, dev, offset_rows=host_offset_rows,
+                                memory=case.host_memory)
     host_end = host_offset_rows + layer_stride_rows(host_rows, case.item_size_bytes) * (1 + len(layer_hosts))
     shape, dtype = kv_shape(bs * stride, case.item_size_bytes)
     device_buffer = torch.zeros(shape, dtype=dtype, device=dev)
@@ -611,4 +630,4 @@ def make_layer(case: Case, device: torch.device | str, *, host_offset_rows: int 
 
 
 __all__ = ["HOST_POOL", "SEQ_LEN", "TOKEN_SCALE", "LayeredWorkload", "SwapBuffers", "Workload", "WorkloadStats",
-           "data_seed", "fill_pattern", "layer_seed", "make_layer", "make_workload", "serving_contexts", "shared_layer_hosts", "upstream_step_tokens"]
+           "context_rows", "data_seed", "fill_pattern", "layer_seed", "make_layer", "make_workload", "serving_contexts", "shared_layer_hosts", "upstream_step_tokens"]

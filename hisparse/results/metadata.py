@@ -41,6 +41,8 @@ REGISTRY: dict[str, MetadataKey] = {
     "l2_bytes": MetadataKey(int, "bytes", "L2 cache size of the GPU"),
     "sm_count": MetadataKey(int, None, "streaming multiprocessors"),
     "cpu": MetadataKey(str, None, "processor description (reference backend timings depend on it)"),
+    # written by the sweep (hisparse/bench/host_sweep.py), on a kernel backend only
+    "host_memory": MetadataKey(dict, None, "host pools: huge pages asked and got, NUMA nodes, each kind's arena"),
 }
 
 # Keys that must match for results to be merged into one run file (resume).

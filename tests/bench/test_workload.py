@@ -352,9 +352,9 @@ def test_serving_prunes_what_it_cannot_lay_out():
         make_workload(small("multi_step", "serving", {"context_min": 512, "context_max": 8192}), CPU)
     with pytest.raises(ConfigError, match="context_min <= context_max"):
         make_workload(small("multi_step", "serving", {"context_min": 8192, "context_max": 4096}), CPU)
-    # 64 requests x 1M tokens x 576 B = 36 GiB: refused before anything is allocated
-    big = Case("multi_step", "serving", {"context_max": 1 << 20}, batch=64)
-    assert "GiB" in big.problems() and "12 GiB" in big.problems()
+    # 64 requests x 2M tokens x 576 B = 72 GiB for one layer: refused before anything is allocated
+    big = Case("multi_step", "serving", {"context_max": 2 << 20}, batch=64)
+    assert "GiB" in big.problems() and "48 GiB" in big.problems()
     # the default (64 x 128k x 576 B = 4.5 GiB) fits
     assert Case("multi_step", "serving", batch=64).problems() is None
 
