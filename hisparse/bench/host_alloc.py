@@ -258,8 +258,10 @@ def pointer_info(ptr: int) -> dict[str, Any]:
     device reads it at the host address."""
 
     class _Attributes(ctypes.Structure):
+        # driver_types.h of CUDA 13 ends the struct with `long reserved[8]`: without it the runtime writes
+        # 64 bytes past the buffer (on the H200 node that corrupted the interpreter's heap: a segfault later)
         _fields_ = [("type", ctypes.c_int), ("device", ctypes.c_int), ("devicePointer", ctypes.c_void_p),
-                    ("hostPointer", ctypes.c_void_p)]
+                    ("hostPointer", ctypes.c_void_p), ("reserved", ctypes.c_long * 8)]
 
     attrs = _Attributes()
     if cudart().cudaPointerGetAttributes(ctypes.byref(attrs), ctypes.c_void_p(ptr)) != 0:
