@@ -602,8 +602,79 @@ def pool_size_effect(run: RunRecord, out_dir: Path) -> Path | None:
     return _line_figure(run, out_dir, spec, cases)
 
 
+_ALLOC_COLORS = {"pinned": "#1d4ed8", "registered": "#c2410c", "hugetlb-2m": "#15803d", "hugetlb-1g": "#7e22ce",
+                 "vmm": "#a16207"}
+
+
+def _pool_gb(c: CaseResult) -> float | None:
+    """Host bytes of one layer's pool in GB: batch x context x item (configs/host-alloc.yaml sets
+    context_min = context_max, so this is the pool and not a bound of it)."""
+    wp = c.params.get(_WP) or {}
+    ctx = wp.get("context_max") if wp.get("context_min") == wp.get("context_max") else None
+    return c.params["batch"] * ctx * c.params["item_size_bytes"] / 1e9 if ctx else None
+
+
+def _layout(c: CaseResult) -> str:
+    return (c.params.get(_WP) or {}).get("positions", "scattered")
+
+
+def host_alloc_effect(run: RunRecord, out_dir: Path) -> Path | None:
+    """Achieved GB/s per host allocation (a bar each, in its colour), grouped by pool size per layer and
+    row layout (serving's `positions`), a panel per swap and one for the bare gather of the same rows:
+    configs/host-alloc.yaml's question, which allocation lets scattered rows use the link. An allocation
+    the OS could not give is named under the figure with its reason, once per kind."""
+    kinds = [k for k in _ALLOC_COLORS if any(c.params.get("host_alloc", "pinned") == k for c in run.cases)]
+    cases = [c for c in _ok(run) if _pool_gb(c) and c.params.get("host_numa", "any") == "any"]
+    if len(kinds) < 2 or not cases:
+        return None
+    groups = sorted({(_layout(c) != "scattered", round(_pool_gb(c)), _layout(c)) for c in cases})
+    panels = [("multi_step", _gbps), ("lru_sequential", _gbps), ("multi_step", _gather_gbps)]
+    ceiling = (run.floors or {}).get("pinned_h2d_gbps")
+    plt = _pyplot()
+    with plt.rc_context(_RC):
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
+        try:
+            for ax, (impl, y_of) in zip(axes.flat, panels):
+                _host_alloc_bars(ax, [c for c in cases if c.params["implementation"] == impl], groups, kinds, y_of)
+                if ceiling:
+                    ax.axhline(ceiling, color="#404040", linestyle=(0, (4, 3)), linewidth=1.2,
+                               label=f"pinned H2D copy ceiling {ceiling:.1f} GB/s", zorder=1)
+                ax.set_title("bare gather of the same rows (cold)" if y_of is _gather_gbps else impl)
+                ax.set_xticks(range(len(groups)), [f"{gb} GB\n{layout}" for _, gb, layout in groups])
+                ax.set_xlabel("host pool per layer · rows")
+                ax.set_ylabel("achieved GB/s (bytes per call / time)")
+                ax.set_ylim(bottom=0)
+                ax.grid(True, axis="y", alpha=0.3)
+            reasons = {}
+            for c in run.cases:
+                kind = c.params.get("host_alloc", "pinned")
+                if c.status == "skipped" and c.params.get("host_numa", "any") == "any" and kind not in reasons:
+                    reasons[kind] = (c.reason or "").split(": ", 2)[-1].split(" (reserve")[0]
+            note = "".join(f"\nskipped {k}: {r}" for k, r in reasons.items())
+            return _save(fig, out_dir / "host_alloc.png",
+                         "Achieved bandwidth by host allocation\n" + run_identity(run) + note)
+        finally:
+            plt.close(fig)
+
+
+def _gather_gbps(c: CaseResult) -> float | None:
+    gather = (c.floor or {}).get("gather_floor_us")
+    nbytes = (c.work or {}).get("bytes_per_call")
+    return nbytes / (gather * 1e3) if gather and nbytes else None
+
+
+def _host_alloc_bars(ax, cases: list[CaseResult], groups: list[tuple], kinds: list[str], y_of) -> None:
+    width = 0.8 / len(kinds)
+    for i, kind in enumerate(kinds):
+        at = {(_layout(c) != "scattered", round(_pool_gb(c)), _layout(c)): y_of(c) for c in cases
+              if c.params.get("host_alloc", "pinned") == kind}
+        xs = [g + (i - (len(kinds) - 1) / 2) * width for g in range(len(groups))]
+        ax.bar(xs, [at.get(g) or 0 for g in groups], width, color=_ALLOC_COLORS[kind])
+        ax.plot([], [], color=_ALLOC_COLORS[kind], linewidth=8, label=kind)  # the legend's entry (a line handle)
+
+
 PLOTS = (latency_vs_batch, throughput_vs_batch, floor_fraction, speedup_vs_batch, vs_sglang, pdl_effect, hot_buffer_effect,
-         item_size_effect, pool_size_effect)
+         item_size_effect, pool_size_effect, host_alloc_effect)
 
 
 def plot_run(run: RunRecord, out_dir: str | Path) -> list[Path]:

@@ -40,10 +40,11 @@ def layers(case: CaseResult) -> int:
     return int((case.params.get("workload_params") or {}).get("layers", 1))
 
 
-def regime(n_layers: int) -> str:
-    if n_layers == 1:
+def regime(decode: bool) -> str:
+    if not decode:
         return "warm regime (layers 1: calls back to back on one host pool)"
-    return f"decode regime (layers {n_layers}: each layer its own host pool, visited in turn)"
+    return ("decode regime (each layer its own host pool, visited in turn; `layers`: how many, the config's "
+            "count capped by its host-memory budget)")
 
 
 def row_params(case: CaseResult) -> dict:
@@ -91,14 +92,15 @@ def run_heading(named: Named, level: int = 2) -> str:
     return "\n".join(lines)
 
 
-def groups(record: RunRecord) -> list[tuple[int, str, list[CaseResult]]]:
-    """The ok cases by (layers, workload): decode regime first (what a deployment sees), then warm."""
-    out: dict[tuple[int, str], list[CaseResult]] = {}
+def groups(record: RunRecord) -> list[tuple[bool, str, list[CaseResult]]]:
+    """The ok cases by (decode regime?, workload): decode regime first (what a deployment sees), then warm.
+    One table holds a workload's decode cases whatever their layer count (the budget caps it per batch)."""
+    out: dict[tuple[bool, str], list[CaseResult]] = {}
     for c in record.cases:
         if c.ok:
-            out.setdefault((layers(c), str(c.params.get("workload", "?"))), []).append(c)
+            out.setdefault((layers(c) > 1, str(c.params.get("workload", "?"))), []).append(c)
     order = {w: i for i, w in enumerate(dict.fromkeys(str(c.params.get("workload")) for c in record.cases))}
-    keys = sorted(out, key=lambda k: (-k[0], order.get(k[1], 0)))
+    keys = sorted(out, key=lambda k: (not k[0], order.get(k[1], 0)))
     return [(n, w, out[(n, w)]) for n, w in keys]
 
 
@@ -140,7 +142,9 @@ def pivot(cases: list[CaseResult]) -> str:
         key = tuple(row_params(c).get(k) for k in varying)
         rows.setdefault(key, {})[variant(c, both)] = c
     warm = any((c.floor or {}).get("gather_warm_us") is not None for c in cases)
-    headers = [*varying, *(f"{v} us" for v in columns), f"{owner} / gather floor", "gather floor us"]
+    with_layers = warm  # a decode-regime table: each row says how many layers its cases rotated over
+    headers = [*varying, *(["layers"] if with_layers else []), *(f"{v} us" for v in columns),
+               f"{owner} / gather floor", "gather floor us"]
     headers += ["gather warm us"] if warm else []
     body = []
     for key in sorted(rows, key=_sort_key):
@@ -148,12 +152,14 @@ def pivot(cases: list[CaseResult]) -> str:
         ref = cells.get(owner)
         floor = (ref.floor or {}) if ref else {}
         line = [value(v) for v in key]
+        line += ["/".join(str(n) for n in sorted({layers(c) for c in cells.values()}, reverse=True))] if with_layers else []
         line += [num(cells[v].median_us) if v in cells else "-" for v in columns]
         line += [num(ref.derived.get("over_gather_floor") if ref and ref.derived else None, ".2f"),
                  num(floor.get("gather_floor_us"))]
         line += [num(floor.get("gather_warm_us"))] if warm else []
         body.append(line)
-    return table(headers, body, align="l" * len(varying) + "r" * (len(headers) - len(varying)))
+    lead = len(varying) + with_layers
+    return table(headers, body, align="l" * lead + "r" * (len(headers) - lead))
 
 
 def value(v) -> str:
@@ -171,9 +177,9 @@ def slice_title(off: tuple[str, ...], cases: list[CaseResult]) -> str:
 
 def group_tables(record: RunRecord, *, grid_only: bool, level: int) -> list[str]:
     out = []
-    for n_layers, workload, cases in groups(record):
+    for decode, workload, cases in groups(record):
         modal = modal_values(cases)
-        out += [f"{'#' * level} `{workload}`, {regime(n_layers)}", "", fixed_line(modal), ""]
+        out += [f"{'#' * level} `{workload}`, {regime(decode)}", "", fixed_line(modal), ""]
         for off, part in slices(cases, modal):
             if off and grid_only:
                 continue

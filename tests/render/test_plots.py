@@ -434,3 +434,40 @@ def test_layer_regime_is_a_facet(monkeypatch, tmp_path):
     assert set(panels) == {"workload serving, decode L=8", "workload serving, warm"}
     assert panels["workload serving, decode L=8"]["lines"]["multi_step"]["x"] == [1, 8]
     assert "failed check (not timed)" in panels["workload serving, decode L=8"]["lines"]
+
+
+HOST_ALLOC_RUN = Path(__file__).resolve().parents[2] / "results" / "runs" / "20261204-150801_448007b_host-alloc.json"
+
+
+def test_host_alloc_bars_per_allocation_with_the_skipped_kinds_named(monkeypatch, tmp_path):
+    from hisparse.results.model import load_run
+
+    run = load_run(HOST_ALLOC_RUN)
+    drawn = {}
+    real = plots._host_alloc_bars
+
+    def spy(ax, cases, groups, kinds, y_of):
+        drawn.setdefault("groups", groups)
+        drawn.setdefault("kinds", kinds)
+        drawn.setdefault("panels", []).append(len(cases))
+        return real(ax, cases, groups, kinds, y_of)
+
+    titles = []
+    monkeypatch.setattr(plots, "_host_alloc_bars", spy)
+    monkeypatch.setattr(plots, "_save", lambda fig, path, title: titles.append(title) or path)
+    assert plots.host_alloc_effect(run, tmp_path) == tmp_path / "host_alloc.png"
+    assert drawn["kinds"] == ["pinned", "registered", "hugetlb-2m", "hugetlb-1g", "vmm"]
+    assert [(gb, layout) for _, gb, layout in drawn["groups"]] == [(1, "scattered"), (3, "scattered"),
+                                                                   (12, "scattered"), (12, "chunks"), (12, "pool")]
+    # multi_step, lru_sequential, and the gather floor of multi_step's cases: 4 measured kinds x 5 groups
+    assert drawn["panels"] == [20, 20, 20]
+    assert "skipped hugetlb-1g: needs" in titles[0] and "skipped pinned" not in titles[0]
+
+
+def test_host_alloc_figure_only_for_runs_of_several_allocations(tmp_path):
+    from hisparse.results.model import load_run
+
+    run = load_run(HOST_ALLOC_RUN)
+    pinned_only = RunRecord(**{**run.__dict__, "cases": [c for c in run.cases
+                                                         if c.params.get("host_alloc", "pinned") == "pinned"]})
+    assert plots.host_alloc_effect(pinned_only, tmp_path) is None

@@ -54,9 +54,11 @@ def test_decode_regime_cases_get_their_own_table_first_with_the_warm_floor(defau
         c["floor"]["gather_warm_us"] = c["floor"]["gather_floor_us"] / 2
     doc = document([Named("decode.json", run_from_dict(data))])
     titles = [line for line in doc.splitlines() if line.startswith("### ")]
-    assert titles[0].startswith("### `serving`, decode regime (layers 61")
+    assert titles[0].startswith("### `serving`, decode regime (each layer its own host pool")
     table = doc.split(titles[0], 1)[1].split("### ", 1)[0]
-    assert "gather warm us" in table
+    assert "gather warm us" in table and "| layers |" in table
+    b1 = next(line for line in table.splitlines() if re.match(r"\| 1 +\|", line))
+    assert [c.strip() for c in b1.strip("|").split("|")][1] == "61"  # the row names its layer count
     b64 = next(c for c in decode if c["params"]["batch"] == 64 and c["params"]["item_size_bytes"] == 576
                and c["params"]["workload_params"]["context_max"] == 131072 and c["params"]["shared_layers"] == 0)
     assert f"{b64['floor']['gather_warm_us']:.1f}" in table
