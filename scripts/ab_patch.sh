@@ -18,7 +18,7 @@
 #      files run on each patched tree; empty: none), SANITIZE=1 (0: skip compute-sanitizer),
 #      RUN_ARGS="--no-plots" (more options of `hisparse run`, e.g. --backend reference for a CPU dry run),
 #      BUILD=1 (0: no `hisparse build` first; the runs then build what they need, one case at a time).
-# Carry .whl (scripts/gpu_node_setup.sh installs it). Replaces the per-probe copies of this loop (in git history).
+# An offline node installs the wheelhouse in .whl (scripts/gpu_node_setup.sh).
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -uo pipefail
 [ $# -ge 2 ] || { sed -n '2,22p' "$0" >&2; exit 2; }

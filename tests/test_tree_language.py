@@ -1,7 +1,6 @@
-"""The tree speaks of its commits, dates, machines and run files: never of its authors' working periods
-counted by ordinal ("the fifteenth session") nor of the machinery through which GPU time was obtained
-(its calls, budgets, carry limits, rule documents). A grep over every tracked file keeps it so, and a
-planted control per pattern proves the grep would catch a violation."""
+"""The tree speaks of its commits, dates, machines and run files, and of nothing around the work that
+produced them. A grep over every tracked file for PATTERNS keeps it so, and a planted control per
+pattern proves the grep would catch a violation."""
 from __future__ import annotations
 
 import re

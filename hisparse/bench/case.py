@@ -619,7 +619,8 @@ def host_rows_per_layer(params: Mapping[str, Any], timing: TimingSettings | None
     timing = timing or TimingSettings()
     wp = dict(params.get("workload_params") or {})
     layers = int(wp.get("layers", 1))
-    calls = -(-max(timing.max_calls_per_reset, -(-timing.calls_per_graph // layers) * layers) // layers)
+    # the calls one layer takes between resets: its share (every L-th call) of the graph or of the checks
+    calls = max(-(-timing.max_calls_per_reset // layers), -(-timing.calls_per_graph // layers))
     bs, s, k, h = (int(params[key]) for key in ("batch", "steps", "top_k", "hot_buffer_size"))
     workload = params["workload"]
     if workload == "serving":

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hisparse.render.text import num, table
+from hisparse.results import axes as case_axes
 from hisparse.results.model import CaseResult, RunRecord
 
 BEGIN = "<!-- report:begin -->"
@@ -37,7 +38,7 @@ class Named:
 
 
 def layers(case: CaseResult) -> int:
-    return int((case.params.get("workload_params") or {}).get("layers", 1))
+    return case_axes.layers(case.params)
 
 
 def regime(decode: bool) -> str:

@@ -11,21 +11,9 @@ from hisparse.bench import retime as repeat
 from hisparse.bench.backends import get_backend
 from hisparse.cli import main
 from hisparse.results.model import load_run
+from _tiny_config import tiny_config
 
-TINY = """\
-name: tiny-repeat
-axes:
-  implementation: [lru_sequential, multi_step]
-  workload: distinct
-  batch: [1, 2]
-  steps: 2
-  top_k: 16
-  hot_buffer_size: 64
-  item_size_bytes: 64
-  pdl: on
-workloads: {distinct: {layers: 1}}  # the warm regime: rounds are the config's (a decode case times one)
-timing: {warmup_calls: 1, calls_per_graph: 2, replays: 10, l2_flush: false, check_calls: 1, rounds: 2}
-"""
+TINY = tiny_config("tiny-repeat", batch="[1, 2]", timing_extra=", rounds: 2")  # warm: rounds are the config's
 
 
 @pytest.fixture

@@ -14,23 +14,11 @@ from click.testing import CliRunner
 
 from _regression_data import T0, fake_commit, make_run, write_run
 from hisparse.cli import main
+from _tiny_config import tiny_config
 
 GOLDEN_V2 = Path(__file__).resolve().parents[1] / "data" / "results_v2.json"
 
-TWO = """\
-name: two
-axes:
-  implementation: [lru_sequential, multi_step]
-  workload: distinct
-  batch: 1
-  steps: 2
-  top_k: 16
-  hot_buffer_size: 64
-  item_size_bytes: 64
-  pdl: on
-workloads: {distinct: {layers: 1}}
-timing: {warmup_calls: 1, calls_per_graph: 2, replays: 10, l2_flush: false, check_calls: 1}
-"""
+TWO = tiny_config("two")
 
 
 def cli(*args):

@@ -13,21 +13,9 @@ from click.testing import CliRunner
 from hisparse.bench import measure, retime as repeat, stress
 from hisparse.cli import main
 from hisparse.results.model import load_run
+from _tiny_config import tiny_config
 
-THREE = """\
-name: three
-axes:
-  implementation: [lru_sequential, multi_step]
-  workload: distinct
-  batch: [1, 2]
-  steps: 2
-  top_k: 16
-  hot_buffer_size: 64
-  item_size_bytes: 64
-  pdl: on
-workloads: {distinct: {layers: 1}}
-timing: {warmup_calls: 1, calls_per_graph: 2, replays: 10, l2_flush: false, check_calls: 1}
-"""
+THREE = tiny_config("three", batch="[1, 2]")
 
 
 @pytest.fixture

@@ -9,24 +9,11 @@ from click.testing import CliRunner
 from hisparse.bench import backends
 from hisparse.cli import main
 from hisparse.results.model import load_run
+from _tiny_config import tiny_config
 
-TINY = """\
-name: tiny
-axes:
-  implementation: [lru_sequential, multi_step, multi_step_planned]
-  workload: distinct
-  batch: [1, 2]
-  steps: 2
-  top_k: 16
-  hot_buffer_size: 64
-  item_size_bytes: 64
-  pdl: on
-  shared_layers: 1
-exclude:
-  - {implementation: multi_step_planned, batch: 2, reason: "kept small for the test"}
-workloads: {distinct: {layers: 1}}
-timing: {warmup_calls: 1, calls_per_graph: 2, replays: 10, l2_flush: false, check_calls: 1}
-"""
+TINY = tiny_config("tiny", implementation="[lru_sequential, multi_step, multi_step_planned]", batch="[1, 2]",
+                   axes_extra="  shared_layers: 1\n",
+                   extra='exclude:\n  - {implementation: multi_step_planned, batch: 2, reason: "kept small for the test"}\n')
 
 
 @pytest.fixture(scope="module")

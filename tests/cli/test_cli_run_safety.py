@@ -15,23 +15,11 @@ from hisparse import env
 from hisparse.bench import backends, session
 from hisparse.cli import main
 from hisparse.results.model import load_run
+from _tiny_config import tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 
-TWO = """\
-name: two
-axes:
-  implementation: [lru_sequential, multi_step]
-  workload: distinct
-  batch: 1
-  steps: 2
-  top_k: 16
-  hot_buffer_size: 64
-  item_size_bytes: 64
-  pdl: on
-workloads: {distinct: {layers: 1}}
-timing: {warmup_calls: 1, calls_per_graph: 2, replays: 10, l2_flush: false, check_calls: 1}
-"""
+TWO = tiny_config("two")
 
 
 def run(*args: str):
