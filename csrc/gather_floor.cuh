@@ -6,7 +6,9 @@
 // warp-gather grid measured in docs/semantics.md §H1); the grid never exceeds what the rows need.
 // Why one per SM for the flat gather: on rows sorted by host address (what floors.py passes) it was
 // the fastest grid measured on the H200 (docs/perf-notes.md, 2026-12-01): consecutive rows 50.8 GB/s
-// vs 49.9 at 4 per SM, rows scattered over a 5 GB pool 47.5 vs 33.5 (fewer host pages in flight).
+// vs 49.9 at 4 per SM, rows scattered over a 5 GB pool 47.5 vs 33.5 (fewer host pages in flight); and
+// in waves (gather.cuh) with translations cold, one load per thread (the signature's default), 805 us
+// against 866 at 2 per SM and 900 at 4 (docs/perf-notes.md, 2026-12-04).
 #pragma once
 
 #include <cuda_runtime.h>

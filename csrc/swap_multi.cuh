@@ -55,45 +55,40 @@ inline void check_contiguous(const char* name, const TensorView& t) {
 
 }  // namespace swap_multi_detail
 
-// Host pools above this size get one gather CTA per SM (launch_gather says why). Measured on the H200
-// (docs/perf-notes.md, 2026-12-01, `serving` batch 64): at 2 CTAs per SM a 2.8 GiB pool ran at 1.02x
-// sequential LRU and a 3.6 GiB pool at 1.53x; at one CTA per SM both ran at 1.01x. The line sits
-// below that cliff, not in the unmeasured gap, because the wrong side of it costs at most 4.5% (batch
-// 8-16, where the grid runs few rounds) and the wrong side of the cliff 50%.
-constexpr int64_t kLargePoolBytes = int64_t{2} << 30;
-
-// The gather's launch shape, from the device at run time: CTAs of spec::kGatherThreads, as many per
-// request as fill one wave of the device's resident CTA slots (SM count x CTAs per SM) and never more
-// than the request's occurrences need. Three shapes, by the host pool and the grid's rounds:
-// - pool > kLargePoolBytes: one CTA per SM;
-// - pool <= 1.5x the device's L2 and the occupancy shape would run each CTA for 2 rounds or more:
-//   the 64-register build at its occupancy (4 per SM on the H200);
-// - otherwise the 128-register build at its occupancy (2 per SM on the H200).
-// Then, where that leaves SMs idle (small batch), one CTA per SM of down to 64 occurrences each,
-// leaving one SM per request for its commit.
-// Why one wave of few, large CTAs per request rather than one small CTA per 128 occurrences: a zero-copy read
-// of a scattered host row is slow when its SM has many requests' host regions in flight. Measured on
-// the H200 (docs/perf-notes.md), `serving` batch 64: 128-thread CTAs of every request on every SM 740 us,
-// this shape 676 us; one 1024- or 512-thread CTA per SM 730 / 671 us but 10-18% slower on shared rows.
-// Why one per SM on large pools: scattered reads over a pool of several GB pay for address translation,
-// and there two requests' regions per SM are one too many (`upstream`'s shared rows were 7-17% slower
-// at one per SM, so small pools keep the occupancy).
-// Why 4 per SM on a pool near the L2's size with rounds to run: its rows can be read again from L2 (on
-// `upstream` every request reads the same 782 rows per call, and the swap runs under the PCIe time of
-// the rows it writes), so the CTA's lookup-then-copy rounds wait on L2, not on the link, and twice the
-// CTAs per SM hide twice the latency. The pool is only a proxy for that reuse (a pool larger than L2 can
-// still be read from a few shared rows); it is what the host knows without reading device values.
-// Same-call A/B on the H200 (results/probes/gather-groups-h200-20261201/, 2026-12-01),
-// `upstream`: batch 32 276-278 us
-// against 296-297, batch 64 438-450 against 511-526, batch 16 150 against 152; batch 8 (one round) 83
-// against 82 and `serving` batch 1 (a 30 MiB pool, one round) 22.0-22.3 against 21.1-21.3, hence the
-// rounds test. Where the line sits, same-call probe of multiples 1, 2 and 8 of L2 (2026-12-01, e0c2812):
-// `upstream` hot 32768 (pools 62.4 / 71.0 MiB, 1.04 / 1.18x L2) batch 64 took 441-447 us at 4 per SM
-// against 524-526 at 2 (576 B) and 535-552 against 625-634 (656 B); short-context `serving` batch 16
-// (119 MiB, 1.98x) lost 2.5-6% at 4 per SM, `distinct` batch 16 (150 MiB) 7%, and `serving` batch 16 / 32
-// (0.8 / 1.4 GiB) +1.4% / +3.7%, `distinct` batch 64 (0.6 GiB) +1.3% in the first A/B. 1.5x
-// sits between the measured wins and losses. The tests are tensor shapes and device attributes: the
-// host reads no device value.
+// The gather's launch shape, from the device at run time: CTAs of spec::kGatherThreads, two shapes.
+// - Request-major waves (the default): one round of kGatherThreads occurrences per CTA, so a request
+//   has ceil(occurrences / kGatherThreads) CTAs (32 at 4 x 2048) and the grid is batch x that. CTAs are
+//   scheduled in blockIdx order, so the CTAs resident at one time serve a few consecutive requests
+//   (~8 on the H200 at two per SM), not all of them. Why: in a decode step the GPU's translations of
+//   host addresses are cold, and a scattered gather then pays per distinct 4 KiB host page at a rate
+//   set by how close together in the pool the pages in flight are (scripts/probe_translation.py,
+//   docs/perf-notes.md 2026-12-04: a bare gather of the same 54.6k rows, cold, 1224 us with every
+//   request's rows in flight against 875 us with one window of consecutive requests in flight; warm,
+//   634 against 596). Same-call A/B on the H200 (results/probes/translation-h200-20261204/), `serving`
+//   decode regime: batch 64 1025.9 -> 745.0 us, batch 32 478.0 -> 356.6, batch 16 212.2 -> 190.9,
+//   batch 8 unchanged (it already had 32 CTAs a request); in the warm regime batch 64 lost 10%
+//   (631.8 -> 696.0), the cost of the regime a deployment does not run in. 8 CTAs a request (4 rounds
+//   each, ~33 requests resident) lost in both regimes (1047.7 and 965.9 us at batch 64).
+//   Small batch: one CTA per SM, down to kSpreadOccurrences occurrences each, where that is more CTAs
+//   (b1 on the H200: 128 CTAs of 64 occurrences). A lookup round of 64 lanes per CTA ends sooner than
+//   one of 256 (fewer claims and found-lane waits per SM). One SM per request stays free: its commit
+//   CTA (kCommitThreads at the 64-register cap) needs a whole SM's registers, and under PDL it starts
+//   while the gather runs only if it finds one. Same-call A/Bs on the H200
+//   (results/probes/tiles-h200-20261203/): b1 at 128 tiles 0.915-0.935, its gather alone 15.6 against
+//   17.8 us; b2 at 66 tiles (132 CTAs, no SM left for the commits) 1.105, at 64 tiles 0.978.
+// - A host pool within 1.5x the device's L2 whose CTAs at the 128-register build's occupancy would
+//   each run 2 rounds or more: the 64-register build at its occupancy (4 per SM on the H200), one wave
+//   of CTAs with rounds. Its rows can be read again from L2 (on `upstream` every request reads the same
+//   782 rows per call, and the swap runs under the PCIe time of the rows it writes), so the CTA's
+//   lookup-then-copy rounds wait on L2, not on the link, and twice the CTAs per SM hide twice the
+//   latency; such a pool has no translations to miss. The pool is only a proxy for that reuse; it is
+//   what the host knows without reading device values. Same-call A/B on the H200
+//   (results/probes/gather-groups-h200-20261201/, 2026-12-01), `upstream`: batch 32 276-278 us against
+//   296-297, batch 64 438-450 against 511-526, batch 16 150 against 152; where the line sits, probes of
+//   multiples 1, 2 and 8 of L2 (2026-12-01, e0c2812): `upstream` hot 32768 (1.04 / 1.18x L2) batch 64
+//   441-447 us at 4 per SM against 524-526 at 2; short-context `serving` batch 16 (1.98x L2) lost 2.5-6%
+//   at 4 per SM. 1.5x sits between the measured wins and losses.
+// The tests are tensor shapes and device attributes: the host reads no device value.
 template <bool kPdl, bool kRecordPlan, int kMinBlocks>
 inline int gather_occupancy(int device) {
   // Queried once per device and instantiation (like host::device_attribute): the launch path stays cheap.
@@ -115,27 +110,22 @@ template <bool kPdl, bool kRecordPlan>
 inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurrences, int64_t pool_bytes, int device,
                           cudaStream_t stream) {
   constexpr int kThreads = spec::kGatherThreads;
-  const int64_t sms = host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
-  const int64_t max_tiles = (occurrences + kThreads - 1) / kThreads;
-  const auto tiles_at = [&](int per_sm) { return std::clamp<int64_t>(per_sm * sms / bs, 1, max_tiles); };
-  const int64_t l2_bytes = host::device_attribute<cudaDevAttrL2CacheSize>(device);
-  int64_t tiles = tiles_at(pool_bytes > kLargePoolBytes ? 1 : gather_occupancy<kPdl, kRecordPlan, 2>(device));
-  const bool small_pool_rounds = 2 * pool_bytes <= 3 * l2_bytes && tiles * kThreads < occurrences;
-  if (small_pool_rounds) tiles = tiles_at(gather_occupancy<kPdl, kRecordPlan, 4>(device));
-  // Small batch: one CTA per SM, down to kSpreadOccurrences occurrences each, where the shapes above
-  // leave SMs idle (b1 on the H200: 32 tiles of 256 occurrences). A lookup round of 64 lanes per CTA
-  // ends sooner than one of 256 (fewer claims and found-lane waits per SM). One SM per request stays
-  // free: its commit CTA (kCommitThreads at the 64-register cap) needs a whole SM's registers, and under
-  // PDL it starts while the gather runs only if it finds one. Same-call A/Bs on the H200
-  // (results/probes/tiles-h200-20261203/): b1 at 128 tiles 0.915-0.935, its gather alone 15.6 against
-  // 17.8 us; b2 at 66 tiles (132 CTAs, no SM left for the commits) 1.105, at 64 tiles 0.978; b4 at 33
-  // tiles 1.05 and at 66 (two per SM) 1.10. The copy itself does not speed up on more SMs: one
-  // request's 782 rows take 18.8 us on 32 CTAs, 18.2 on 64, 18.6 on 132 (scripts/probe_gather_shapes.cu, in git at 84751a8).
   constexpr int64_t kSpreadOccurrences = 64;
   static_assert(swap_multi_detail::kMaxOccurrences / kSpreadOccurrences <= (spec::kFlagLookupsMask >> spec::kLookupsShift),
                 "the commit counts gather CTAs in 8 bits of the flags");
-  if (!small_pool_rounds)
-    tiles = std::max(tiles, std::min((sms - bs) / bs, (occurrences + kSpreadOccurrences - 1) / kSpreadOccurrences));
+  const int64_t sms = host::device_attribute<cudaDevAttrMultiProcessorCount>(device);
+  const int64_t max_tiles = (occurrences + kThreads - 1) / kThreads;  // one round per CTA
+  const auto tiles_at = [&](int per_sm) { return std::clamp<int64_t>(per_sm * sms / bs, 1, max_tiles); };
+  const int64_t l2_bytes = host::device_attribute<cudaDevAttrL2CacheSize>(device);
+  const bool small_pool_rounds = 2 * pool_bytes <= 3 * l2_bytes &&
+                                 tiles_at(gather_occupancy<kPdl, kRecordPlan, 2>(device)) * kThreads < occurrences;
+  int64_t tiles;
+  if (small_pool_rounds) {
+    tiles = tiles_at(gather_occupancy<kPdl, kRecordPlan, 4>(device));
+  } else {
+    const int64_t spread = std::min((sms - bs) / bs, (occurrences + kSpreadOccurrences - 1) / kSpreadOccurrences);
+    tiles = std::max(max_tiles, spread);
+  }
   p.gather_tiles = static_cast<int32_t>(tiles);
   const auto kernel = small_pool_rounds ? &spec::spec_gather_kernel<kPdl, kRecordPlan, 4>
                                         : &spec::spec_gather_kernel<kPdl, kRecordPlan, 2>;

@@ -282,8 +282,10 @@ GATHER_FLOOR = OpArgs("gather_floor", "gather_floor", "hisparse::gather_floor_en
     Arg("num_blocks", INT, "grid size; None = one CTA per SM (flat gather) or 4 (warp gather), never more than the rows need",
         default=None, gpu_only=True, cpp_none=0),
     Arg("block_size", INT, "threads per CTA, a multiple of 32", default=256, gpu_only=True),
+    # 1: in waves over the grid, the loads in flight set the span of the pool being read, and cold
+    # translations favour a narrow one (805 us against 873 at 4, the same warm; csrc/include/hisparse/gather.cuh)
     Arg("loads_in_flight", INT, "16-byte loads per thread before the first store (template argument; x 16/W for W-byte words)",
-        default=4, gpu_only=True, cpp=False),
+        default=1, gpu_only=True, cpp=False),
     _DEBUG,
 ))
 

@@ -146,7 +146,7 @@ def test_build_compiles_each_implementations_ops_with_the_wrappers_constants():
 
     single = [("swap_single", (("block_size", 1024), ("record_plan", False))),
               ("swap_single", (("block_size", 1024), ("record_plan", True)))]
-    floor = [("gather_floor", (("loads_in_flight", 4),))]
+    floor = [("gather_floor", (("loads_in_flight", 1),))]
     copy = [("copy_planned", (("block_size", 1024),))]
     multi_pdl = [("swap_multi", (("pdl", True), ("record_plan", False))),
                  ("swap_multi", (("pdl", True), ("record_plan", True)))]

@@ -163,7 +163,7 @@ FUNCTIONS = [
      {"num_blocks": 8, "block_size": 1024, "debug": False}),
     ("hisparse.kernels.validation.gather_floor", "check_gather_floor_inputs", GATHER, {}),
     ("hisparse.kernels.ops.gather_floor", "gather_floor", GATHER + ["num_blocks", "block_size", "loads_in_flight", "debug"],
-     {"num_blocks": None, "block_size": 256, "loads_in_flight": 4, "debug": False}),
+     {"num_blocks": None, "block_size": 256, "loads_in_flight": 1, "debug": False}),
 ]
 
 

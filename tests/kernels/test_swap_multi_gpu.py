@@ -43,7 +43,7 @@ from _gpu import GPU_ONLY, ITEM_SIZES
 pytestmark = GPU_ONLY
 
 HOST_ROWS = 1 << 16  # shared host pool per item size: token t of slot r uses host row (t + 7919 r) % HOST_ROWS
-# A pool past csrc/swap_multi.cuh's kLargePoolBytes (2 GiB) at 576 B: the gather's one-CTA-per-SM grid, and
+# A pool of 3 GiB at 576 B: a decode-sized pool (request-major waves of gather CTAs, csrc/swap_multi.cuh), and
 # host rows past byte 2^31 (row 3.73M). 5 * 2^20 + 1 is coprime with the spread factor 97 below.
 LARGE_POOL_ROWS = 5 * (1 << 20) + 1
 SPARE_ROWS = 8

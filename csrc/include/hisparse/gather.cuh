@@ -3,13 +3,18 @@
 // csrc/gather_floor.cuh.
 //
 // Fast path (rows W-aligned on both sides, W = copy.cuh's flat_word_bytes: the widest of 16, 8, 4
-// bytes dividing the item size and both bases): each CTA takes a contiguous run of rows and gathers
-// their W-byte words flat over its threads, kLoads per thread per round, issuing all kLoads zero-copy
-// loads before the first store. The swaps' copies (copy_rows.cuh) take the same words, so the floor
-// of a 584 B (8-byte words) or 100 B (4-byte words) case is the same structure as the kernels' own.
-// Measured on H200 (576 B rows, 50,048 rows): 49.2 GB/s for this shape vs 40.6 GB/s for a warp-per-row gather, because the number
-// of PCIe reads in flight, not the instruction count, sets the bandwidth; more warps than that did
-// not help (2112 x 256 warp-gather blocks were slower than 528).
+// bytes dividing the item size and both bases): the W-byte words of all rows are dealt over the whole
+// grid in waves (word c of the list goes to thread c mod the grid's threads), kLoads per thread per
+// wave, all kLoads zero-copy loads issued before the first store. So at any time the grid's loads cover
+// one window of consecutive rows of the list; on a list sorted by host address (floors.py passes one)
+// that is one stretch of the host pool. Why: with the GPU's translations of host addresses cold (a
+// decode step), a scattered gather pays per distinct 4 KiB host page, at a rate set by how close
+// together the pages in flight are. Measured on the H200 (scripts/probe_translation.py, docs/perf-notes.md
+// 2026-12-04; 54.6k rows of 576 B scattered over 3 GB pools, 8 pools in turn), sorted rows: waves of one
+// load per thread 805 us cold / 596 warm, of 4 loads 873 / 593, against 1143 / 596 for the former
+// shape (each CTA one contiguous run of the list). The swaps' copies (copy_rows.cuh) take the same
+// words, so the floor of a 584 B (8-byte words) or 100 B (4-byte words) case is the same structure as
+// the kernels' own.
 //
 // Fallback (any other size or alignment: odd sizes, an odd host base): warp per row with
 // warp_copy_item, byte-exact.
@@ -39,37 +44,28 @@ constexpr int kGatherMaxBlock = 512;
 template <typename W, int kLoads>
 __global__ void __launch_bounds__(kGatherMaxBlock) gather_flat_kernel(const __grid_constant__ GatherParams p) {
   static_assert(kLoads >= 1 && kLoads <= 16, "loads in flight: 1..16");
-  // CTA c copies the contiguous rows [c * per, (c + 1) * per) of the list: a swap's copy list is
-  // grouped by request, so each SM reads few requests' host regions at a time. (A grid-stride
-  // interleave over the whole list put every SM on rows of all requests at once: 27-30 GB/s on
-  // scattered rows of a 2.8 GB pool against 42-49 GB/s request by request, docs/perf-notes.md.)
   const uint32_t cpr = p.chunks_per_row;
-  const uint32_t per = static_cast<uint32_t>((p.n + gridDim.x - 1) / gridDim.x);
-  const uint32_t first = blockIdx.x * per;
-  if (first >= p.n) return;
-  const uint32_t rows = min(per, static_cast<uint32_t>(p.n - first));
-  const uint32_t total = rows * cpr;
-  const int64_t* src_rows = p.src_rows + first;
-  const int32_t* dst_rows = p.dst_rows + first;
-  for (uint32_t base = threadIdx.x; base < total; base += blockDim.x * kLoads) {
+  const uint32_t total = p.total_chunks;  // < 2^31 (host check), so base + j * stride never wraps
+  const uint32_t stride = gridDim.x * blockDim.x;
+  for (uint32_t base = blockIdx.x * blockDim.x + threadIdx.x; base < total; base += stride * kLoads) {
     // All kLoads host loads go out before the first store; only the loaded values stay live (the
     // destination is recomputed after, from a device-side index that is cheap to re-read).
     W v[kLoads];
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
-      const uint32_t c = base + j * blockDim.x;
+      const uint32_t c = base + j * stride;
       if (c < total) {
         const uint32_t row = c / cpr;
-        v[j] = load_nc(reinterpret_cast<const W*>(row_ptr(p.host_cache, src_rows[row], p.item_size_bytes)) +
+        v[j] = load_nc(reinterpret_cast<const W*>(row_ptr(p.host_cache, p.src_rows[row], p.item_size_bytes)) +
                        (c - row * cpr));
       }
     }
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
-      const uint32_t c = base + j * blockDim.x;
+      const uint32_t c = base + j * stride;
       if (c < total) {
         const uint32_t row = c / cpr;
-        store_cg(reinterpret_cast<W*>(row_ptr(p.device_buffer, dst_rows[row], p.item_size_bytes)) + (c - row * cpr),
+        store_cg(reinterpret_cast<W*>(row_ptr(p.device_buffer, p.dst_rows[row], p.item_size_bytes)) + (c - row * cpr),
                  v[j]);
       }
     }

@@ -4,8 +4,10 @@
 // wave of resident CTAs, csrc/swap_multi.cuh launch_gather). A CTA works in rounds of one occurrence
 // per thread: round r of thread `tid` in tile `y` is occurrence y + tiles * (tid + kGatherThreads * r),
 // so consecutive top-k entries land in different CTAs and a run of misses (the indexer's fresh tokens
-// often sit together) is spread over all the request's CTAs. At batch 64 on the H200, 4 CTAs serve
-// one request, 8 rounds each; at batch 1, 128 CTAs of one round of 64 occurrences (swap_multi.cuh).
+// often sit together) is spread over all the request's CTAs. On the H200 a request of 4 x 2048
+// occurrences has 32 CTAs of one round each (request-major waves: the CTAs resident at once serve a few
+// consecutive requests); at batch 1, 128 CTAs of one round of 64 occurrences; on a pool near the L2's
+// size, one wave of CTAs at 4 per SM with rounds (swap_multi.cuh).
 //
 // Per occurrence (step s = occ / K, token t, seq_len = seq_lens[b*S + s]), only 0 <= t < seq_len:
 //   1. tail: t >= seq_len - page_size and an extra-page slot holds t with a row >= 0 -> that row;

@@ -5,9 +5,10 @@ Rows W-aligned on both sides for W = 16, 8 or 4 bytes (W divides the item size a
 widest is taken) go through a flat gather of W-byte words with ``loads_in_flight * 16 / W`` zero-copy
 loads per thread before the first store (capped at 16; 49 GB/s against a warp-per-row gather's 40 GB/s
 on H200 for 576 B rows, docs/semantics.md §H1); anything else takes the byte-exact warp copy.
-``num_blocks=None`` = one CTA per SM for the flat gather, 4 for the warp gather, never more than the rows need; each CTA gathers a
-contiguous run of the row list (callers that want the best bare gather pass rows sorted by host row:
-hisparse/bench/floors.py does).
+``num_blocks=None`` = one CTA per SM for the flat gather, 4 for the warp gather, never more than the rows need; the flat
+gather deals the words of the row list over the grid in waves, so the loads in flight cover one window of
+the list (callers that want the best bare gather pass rows sorted by host row: hisparse/bench/floors.py
+does; with cold translations that window is then one stretch of the pool, csrc/include/hisparse/gather.cuh).
 
 Same keyword-only arguments as the reference floor (``hisparse.kernels.reference.bytes.copy_rows`` in
 gather_floor's signature) plus the tuning knobs and ``debug`` (one table: hisparse/kernels/signature.py). Returns None; no sync, no allocation,
