@@ -52,7 +52,9 @@ for s in "$@"; do
              # keeps its finished cases and prints the --resume command (unset: no limit)
              limit=0; [ -n "${BENCH_DEADLINE:-}" ] && limit=$(( BENCH_DEADLINE > SECONDS + 5 ? BENCH_DEADLINE - SECONDS : 5 ))
              step "bench-$cfg-$n_bench" timeout -s INT "$limit" \
-               python3 -m hisparse run "configs/$cfg.yaml" ${flag:-} ${BENCH_RESUME:+--resume "$BENCH_RESUME"} --out "$OUT" ;;
+               python3 -m hisparse run "configs/$cfg.yaml" ${flag:-} ${BENCH_RESUME:+--resume "$BENCH_RESUME"} --out "$OUT"
+             # a resumed run grows the file it resumes, wherever that is: bring it back with the rest
+             [ -n "${BENCH_RESUME:-}" ] && cp "$BENCH_RESUME" "$OUT/" && pack ;;
     history:*) # the device copy has no .git: carry a bundle (scripts/pack_history.sh N makes it, and
              # the per-commit trees for a node without git: runs then go to history-trees/, recorded later)
              n=${s#history:}
