@@ -164,19 +164,23 @@ def gather_calls(records: list[CallRecord]) -> list[list[tuple[Any, Any, Any, An
 
 
 def warm_calls(calls: list[list[tuple[Any, Any, Any, Any]]]) -> list[list[tuple[Any, Any, Any, Any]]]:
-    """The same rows, every call on the first call's host pool and device buffer: the bare gather in the
-    warm regime (one pool, translations cached from call to call) of a decode-regime case's rows. A row
-    keeps its place in its pool, so the pages a call touches have the same layout, in one pool."""
-    first = next((call[0] for call in calls if call), None)
-    if first is None:
+    """The same rows, every call on one host pool and device buffer: the bare gather in the warm regime
+    (one pool, translations cached from call to call) of a decode-regime case's rows. A row keeps its
+    place in its pool, so the pages a call touches have the same layout, in one pool. The pool is the
+    first of the largest: layers' pools differ in size where each layer has a trace of its own (`trace`),
+    and a row of a larger pool has no place in a smaller one (the bare gather reads no device value, so
+    it would read past the view, or fault)."""
+    pairs = [(host, buf) for call in calls for _src, _dst, host, buf in call]
+    if not pairs:
         return calls
-    return [[(src, dst, first[2], first[3]) for src, dst, _host, _buf in call] for call in calls]
+    host, buf = max(pairs, key=lambda p: p[0].numel())  # max keeps the first of equals
+    return [[(src, dst, host, buf) for src, dst, _host, _buf in call] for call in calls]
 
 
 def measure_gather_floor(backend: Any, records: list[CallRecord], settings: timing.Settings,
                          item_size_bytes: int, *, warm: bool = False) -> timing.Measurement | None:
     """Time the bare gather of the recorded rows like the case itself (its layers in turn, where it has
-    several); ``warm``: all of them from the first layer's pool (``warm_calls``). None when nothing was
+    several); ``warm``: all of them from one layer's pool (``warm_calls``). None when nothing was
     copied."""
     calls = gather_calls(records)
     if not any(calls):

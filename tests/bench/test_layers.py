@@ -163,6 +163,30 @@ def test_the_warm_floor_reads_the_same_rows_from_one_pool():
     assert all(torch.equal(w[0][0], c[0][0]) for w, c in zip(warm, cold))  # same rows
 
 
+def test_the_warm_floor_takes_a_pool_that_holds_every_layers_rows():
+    """`trace` layers have pools of different sizes: a row of layer 1 at index 6 has no place in layer 0's
+    4-row pool, so the warm gather reads layer 1's 8-row pool (the first of the largest)."""
+    small, large, large_too = torch.zeros(4), torch.zeros(8), torch.zeros(8)
+    x, y, z = torch.zeros(4), torch.zeros(4), torch.zeros(4)
+    cold = [[(torch.tensor([1, 3]), torch.tensor([0, 1]), small, x)],
+            [(torch.tensor([2, 6]), torch.tensor([0, 1]), large, y)],
+            [(torch.tensor([0, 7]), torch.tensor([0, 1]), large_too, z)]]
+    warm = floors.warm_calls(cold)
+    assert all(call[0][2] is large and call[0][3] is y for call in warm)
+    assert [w[0][0].tolist() for w in warm] == [[1, 3], [2, 6], [0, 7]]
+
+
+def test_a_trace_case_whose_layers_differ_in_pool_size_runs_in_the_decode_regime():
+    """Seed 0, 3 layers: the layers' traces have different spans (an IndexError in the warm floor before)."""
+    case = layered(workload="trace", layers=3)
+    wl = make_workload(case, CPU)
+    sizes = {layer.buffers.host_cache.numel() for layer in wl.layers}
+    assert len(sizes) > 1, sizes  # the premise: pools of different sizes
+    result = measure.run_case(case, backends.get_backend("reference"), floors=floors.NOT_APPLICABLE)
+    assert result.status == "ok", result.reason
+    assert result.floor["gather_warm_us"] > 0
+
+
 def test_ids_name_the_layers_and_one_layer_keeps_the_old_id():
     one = Case("multi_step", "serving")
     assert one.layers == 1 and one.case_id == "multi_step/serving/b1/s4/k2048/h4096/i576/pdl1"
