@@ -283,6 +283,18 @@ def test_shipped_views_select_what_their_comments_say():
     assert len(vs.expand(filters=vs.selection("serving"))) == 32  # both regimes
 
 
+def test_decode_layouts_config_is_what_its_comment_says():
+    """configs/decode-layouts.yaml: 28 cases, equal 192k contexts with the budget's layer caps, trace at 61."""
+    cases = load_config(REPO / "configs/decode-layouts.yaml").expand()
+    assert len(cases) == 28
+    layers = {(c.workload, c.batch): c.workload_params_dict["layers"] for c in cases}
+    assert [layers["serving", b] for b in (1, 2, 4, 8, 16, 32, 64)] == [61, 61, 61, 56, 28, 14, 7]
+    assert {layers["trace", b] for b in (1, 2, 4, 8, 16, 32, 64)} == {61}
+    serving = [c for c in cases if c.workload == "serving"]
+    assert {(c.workload_params_dict["context_min"], c.workload_params_dict["context_max"]) for c in serving} == {
+        (196608, 196608)}
+
+
 # ---------------------------------------------------------------------------------------------
 # Case ids and round trips
 
