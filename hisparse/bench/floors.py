@@ -14,11 +14,14 @@
   the floor is built, outside the timed region): which row lands where is all a swap promises, and the
   order decides the bare gather's speed on scattered rows. Measured on the H200, `serving` batch 64,
   the rows sequential LRU copies: 27 GB/s shuffled, 36 GB/s in the kernel's order, 48 GB/s sorted
-  (docs/perf-notes.md).
+  (docs/perf-notes.md). The kernel deals the sorted rows' words over the grid in waves, so the reads in
+  flight cover one stretch of the pool: with cold translations that is 1.4x faster than each CTA
+  reading its own run of the list (csrc/include/hisparse/gather.cuh; docs/perf-notes.md, 2026-12-04).
 
 - In the decode regime (a case of ``layers`` > 1), the gather floor gathers each recorded call's rows from
   its own layer's pool, layer after layer, as the case does; ``gather_warm_us`` is the same gather with
-  every call on one pool (the warm regime), so each case shows what the translation of host pages costs it.
+  every call on one pool, the largest (the warm regime), so each case shows what the translation of host
+  pages costs it.
 
 The ratios of a case's median to these floors (and its GB/s) are not stored: they are computed from
 the result when read (hisparse.results.model.derived_figures).
