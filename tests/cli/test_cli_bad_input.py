@@ -122,13 +122,6 @@ def test_bad_output_paths_are_usage_errors(tmp_path, where):
     assert a_file.read_text() == "x"
 
 
-@pytest.fixture
-def two(tmp_path):
-    cfg = tmp_path / "two.yaml"
-    cfg.write_text(TWO)
-    return cfg
-
-
 def test_bad_configs_are_usage_errors_naming_the_file_and_key(tmp_path, two):
     control = cli("list", str(two))
     assert control.exit_code == 0, control.output

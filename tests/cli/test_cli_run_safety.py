@@ -26,13 +26,6 @@ def run(*args: str):
     return CliRunner().invoke(main, ["run", *args, "--backend", "reference", "--no-plots"])
 
 
-@pytest.fixture
-def two(tmp_path):
-    cfg = tmp_path / "two.yaml"
-    cfg.write_text(TWO)
-    return cfg
-
-
 def test_existing_run_file_is_never_overwritten(two, tmp_path):
     out = tmp_path / "run.json"
     first = run(str(two), "--out", str(out))
