@@ -259,7 +259,7 @@ class LayeredCall:
         return layer, self.layers[layer]
 
     def call(self) -> None:
-        self.layers[self._next()[0]].call()
+        self._next()[1].call()
 
     def checked_call(self) -> list:
         layer, bound = self._next()
@@ -275,21 +275,29 @@ class LayeredCall:
 
 def verify_copies(record: CallRecord) -> str | None:
     """Why a recorded call's copies differ from their host rows (the first differing row), or None."""
-    from hisparse.kernels.reference.bytes import as_rows  # noqa: PLC0415
-
     for c in record.copies:
         if c.src_rows.numel() == 0:
             continue
         item = c.host_cache.shape[-1] * c.host_cache.element_size()
-        host, dev = as_rows(c.host_cache, item), as_rows(c.dst_buffer, item)
-        got = dev.index_select(0, c.dst_rows.to(dev.device, torch.int64)).cpu()
-        want = host.index_select(0, c.src_rows.to(host.device)).cpu()
-        bad = torch.nonzero((got != want).any(dim=1)).flatten()
-        if bad.numel():
-            i = int(bad[0])
-            return (f"device row {int(c.dst_rows[i])} != host row {int(c.src_rows[i])} "
-                    f"({bad.numel()} of {c.src_rows.numel()} copied rows differ)")
+        if (bad := _first_mismatch(c.host_cache, c.dst_buffer, c.src_rows, c.dst_rows, item, "copied")) is not None:
+            return bad[1]
     return None
+
+
+def _first_mismatch(host_cache: torch.Tensor, device_buffer: torch.Tensor, src: torch.Tensor, dst: torch.Tensor,
+                    item_size_bytes: int, what: str) -> tuple[int, str] | None:
+    """(index, message) of the first row ``device_buffer[dst[i]]`` that is not ``host_cache[src[i]]``, or None."""
+    from hisparse.kernels.reference.bytes import as_rows  # noqa: PLC0415
+
+    host, dev = as_rows(host_cache, item_size_bytes), as_rows(device_buffer, item_size_bytes)
+    got = dev.index_select(0, dst.to(dev.device, torch.int64)).cpu()
+    want = host.index_select(0, src.to(host.device)).cpu()
+    bad = torch.nonzero((got != want).any(dim=1)).flatten()
+    if bad.numel() == 0:
+        return None
+    i = int(bad[0])
+    return i, (f"device row {int(dst[i])} != host row {int(src[i])} "
+               f"({bad.numel()} of {src.numel()} {what} rows differ)")
 
 
 def bind(implementation: str, backend: Any, workload: Any, *, pdl: bool | None = None) -> BoundCall | LayeredCall:
@@ -329,21 +337,12 @@ def _label(v: Any, label: str) -> Any:
 
 def _check_planned(inv: Invocation) -> list:
     """Shared-layer replay: every planned row of the layer's buffer equals its host row."""
-    from hisparse.kernels.reference.bytes import as_rows  # noqa: PLC0415
-
     kw = inv.kwargs
     src, dst = plan_rows(kw["miss_src"], kw["miss_dst"], kw["miss_count"], kw["num_real_reqs"])
-    host = as_rows(kw["host_cache"], kw["item_size_bytes"])
-    dev = as_rows(kw["device_buffer"], kw["item_size_bytes"])
-    got = dev.index_select(0, dst.to(dev.device, torch.int64)).cpu()
-    want = host.index_select(0, src.to(host.device)).cpu()
-    bad = torch.nonzero((got != want).any(dim=1)).flatten()
-    if bad.numel() == 0:
+    bad = _first_mismatch(kw["host_cache"], kw["device_buffer"], src, dst, kw["item_size_bytes"], "planned")
+    if bad is None:
         return []
-    i = int(bad[0])
-    return [_Mismatch("planned-copy", None, (i,),
-                      f"[{inv.label}] device row {int(dst[i])} != host row {int(src[i])} "
-                      f"({bad.numel()} of {src.numel()} planned rows differ)")]
+    return [_Mismatch("planned-copy", None, (bad[0],), f"[{inv.label}] {bad[1]}")]
 
 
 _SINGLE_MUTATED = ("device_buffer_tokens", "lru_slots", "top_k_device_locs", "device_buffer",

@@ -181,17 +181,20 @@ def warm_calls(calls: list[list[tuple[Any, Any, Any, Any]]]) -> list[list[tuple[
 
 
 def measure_gather_floor(backend: Any, records: list[CallRecord], settings: timing.Settings,
-                         item_size_bytes: int, *, warm: bool = False) -> timing.Measurement | None:
+                         item_size_bytes: int, *, warm: bool = False
+                         ) -> tuple[timing.Measurement | None, timing.Measurement | None]:
     """Time the bare gather of the recorded rows like the case itself (its layers in turn, where it has
-    several); ``warm``: all of them from one layer's pool (``warm_calls``). None when nothing was
-    copied."""
+    several) and, with ``warm``, again with all of them from one layer's pool (``warm_calls``): (gather,
+    warm gather or None). (None, None) when nothing was copied."""
     calls = gather_calls(records)
     if not any(calls):
-        return None
-    if warm:
-        calls = warm_calls(calls)
-    fn = _GatherCalls(backend, calls, item_size_bytes)
-    return timing.time_calls(fn, reset=fn.reset, settings=settings, device=backend.device)
+        return None, None
+
+    def time_gather(c: list[list[tuple[Any, Any, Any, Any]]]) -> timing.Measurement:
+        fn = _GatherCalls(backend, c, item_size_bytes)
+        return timing.time_calls(fn, reset=fn.reset, settings=settings, device=backend.device)
+
+    return time_gather(calls), time_gather(warm_calls(calls)) if warm else None
 
 
 def floor_dict(work: Work, gather: timing.Measurement | None, pinned: PinnedBandwidth,

@@ -222,11 +222,8 @@ def run_case(
                                     device=backend.device)]
         placements = [placement(workload)]
         held.append(_device_buffer(workload))  # its address stays taken: the next round lands elsewhere
-        gather = floors_mod.measure_gather_floor(backend, records, settings, int(case.item_size_bytes))
-        gather_warm = None
-        if getattr(case, "layers", 1) > 1:
-            gather_warm = floors_mod.measure_gather_floor(backend, records, settings, int(case.item_size_bytes),
-                                                          warm=True)
+        gather, gather_warm = floors_mod.measure_gather_floor(backend, records, settings, int(case.item_size_bytes),
+                                                              warm=case.layers > 1)
 
         for r in range(1, case_rounds(case)):
             where = f"round {r}: "

@@ -348,7 +348,8 @@ class Workload:
 # reordered twin read the same tokens and rows.
 ORDER_ONLY_PARAMS = frozenset({"read_order"})
 # Left out of the seed too: the number of layers (each layer's own top-k mixes its index into the seed,
-# ``layer_seed``), so a case's layer 0 reads what the same case with fewer layers reads.
+# ``layer_seed``). The seed still keys on the calls a layer is built for (``Case.layer_timing``), which
+# shrink as layers grow, so cases with different layer counts do not in general read the same data.
 NOT_SEEDED_PARAMS = ORDER_ONLY_PARAMS | {"layers"}
 
 
