@@ -22,6 +22,7 @@ def report(run_files: tuple[str, ...], out: str | None, readme: str | None) -> N
       hisparse-bench report results/runs/A_default.json --readme README.md
     """
     from hisparse.errors import HisparseError
+    from hisparse.files import write_atomic
     from hisparse.render.report import Named, document, readme_block, replace_block
     from hisparse.results.model import load_run
 
@@ -32,12 +33,12 @@ def report(run_files: tuple[str, ...], out: str | None, readme: str | None) -> N
     if readme:
         path = Path(readme)
         try:
-            path.write_text(replace_block(path.read_text(), readme_block(runs)))
+            write_atomic(path, replace_block(path.read_text(), readme_block(runs)))
         except ValueError as e:
             raise click.ClickException(f"{readme}: {e}") from e
         click.echo(f"rewrote the report block of {readme}")
     if out:
-        Path(out).write_text(document(runs))
+        write_atomic(out, document(runs))
         click.echo(f"wrote {out}")
     if not out and not readme:
         click.echo(document(runs), nl=False)

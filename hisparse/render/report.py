@@ -58,14 +58,14 @@ def row_params(case: CaseResult) -> dict:
 
 
 def variant(case: CaseResult, both_pdl: set[str]) -> str:
-    impl = case.params.get("implementation", "?")
+    impl = case_axes.implementation(case)
     if impl not in both_pdl:
         return impl
     return f"{impl} PDL {'on' if case.params.get('pdl') else 'off'}"
 
 
 def _sort_key(values: tuple) -> tuple:
-    return tuple((isinstance(v, str), v if not isinstance(v, str) else v) if v is not None else (True, "")
+    return tuple((isinstance(v, str), v) if v is not None else (True, "")
                  for v in values)
 
 
@@ -99,8 +99,8 @@ def groups(record: RunRecord) -> list[tuple[bool, str, list[CaseResult]]]:
     out: dict[tuple[bool, str], list[CaseResult]] = {}
     for c in record.cases:
         if c.ok:
-            out.setdefault((layers(c) > 1, str(c.params.get("workload", "?"))), []).append(c)
-    order = {w: i for i, w in enumerate(dict.fromkeys(str(c.params.get("workload")) for c in record.cases))}
+            out.setdefault((layers(c) > 1, case_axes.workload(c)), []).append(c)
+    order = {w: i for i, w in enumerate(dict.fromkeys(case_axes.workload(c) for c in record.cases))}
     keys = sorted(out, key=lambda k: (not k[0], order.get(k[1], 0)))
     return [(n, w, out[(n, w)]) for n, w in keys]
 
@@ -131,7 +131,7 @@ def pivot(cases: list[CaseResult]) -> str:
     """One row per distinct row-parameter set, one column per implementation variant."""
     pdl_of: dict[str, set] = {}
     for c in cases:
-        pdl_of.setdefault(c.params.get("implementation", "?"), set()).add(bool(c.params.get("pdl")))
+        pdl_of.setdefault(case_axes.implementation(c), set()).add(bool(c.params.get("pdl")))
     both = {i for i, s in pdl_of.items() if len(s) > 1}
     columns = list(dict.fromkeys(variant(c, both) for c in cases))
     owner = next((v for o in _FLOOR_OWNERS for v in columns if v.split(" PDL")[0] == o
@@ -142,9 +142,9 @@ def pivot(cases: list[CaseResult]) -> str:
     for c in cases:
         key = tuple(row_params(c).get(k) for k in varying)
         rows.setdefault(key, {})[variant(c, both)] = c
-    warm = any((c.floor or {}).get("gather_warm_us") is not None for c in cases)
-    with_layers = warm  # a decode-regime table: each row says how many layers its cases rotated over
-    headers = [*varying, *(["layers"] if with_layers else []), *(f"{v} us" for v in columns),
+    # a decode-regime table (a warm gather recorded): each row also says how many layers its cases rotated over
+    warm = any(case_axes.gather_warm_us(c.floor) is not None for c in cases)
+    headers = [*varying, *(["layers"] if warm else []), *(f"{v} us" for v in columns),
                f"{owner} / gather floor", "gather floor us"]
     headers += ["gather warm us"] if warm else []
     body = []
@@ -153,13 +153,13 @@ def pivot(cases: list[CaseResult]) -> str:
         ref = cells.get(owner)
         floor = (ref.floor or {}) if ref else {}
         line = [value(v) for v in key]
-        line += ["/".join(str(n) for n in sorted({layers(c) for c in cells.values()}, reverse=True))] if with_layers else []
+        line += ["/".join(str(n) for n in sorted({layers(c) for c in cells.values()}, reverse=True))] if warm else []
         line += [num(cells[v].median_us) if v in cells else "-" for v in columns]
         line += [num(ref.derived.get("over_gather_floor") if ref and ref.derived else None, ".2f"),
                  num(floor.get("gather_floor_us"))]
-        line += [num(floor.get("gather_warm_us"))] if warm else []
+        line += [num(case_axes.gather_warm_us(floor))] if warm else []
         body.append(line)
-    lead = len(varying) + with_layers
+    lead = len(varying) + warm
     return table(headers, body, align="l" * lead + "r" * (len(headers) - lead))
 
 
