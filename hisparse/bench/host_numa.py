@@ -73,10 +73,8 @@ def read_topology(gpu_bus_id: str | None, root: Path = SYSFS) -> Topology:
 
 
 def node_for(placement: str, topology: Topology) -> int | None:
-    """The node to bind a pool to for ``placement`` (None for ``any``), or HostAllocationError saying why
-    this machine has no such node."""
-    if placement not in HOST_NUMA_PLACEMENTS:
-        raise HostAllocationError(f"host_numa: {placement!r} is not allowed; allowed: {', '.join(HOST_NUMA_PLACEMENTS)}")
+    """The node to bind a pool to for ``placement`` (None for ``any``; the caller has checked the choice:
+    host_alloc.check_choice), or HostAllocationError saying why this machine has no such node."""
     if placement == DEFAULT_HOST_NUMA:
         return None
     if len(topology.nodes) < 2:

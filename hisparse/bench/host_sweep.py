@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hisparse.bench import hugepages
-from hisparse.bench.host_memory import HostMemory
+from hisparse.bench.host_memory import DEFAULT_HOST_NUMA, HostMemory
 
 
 def case_host_bytes(case: Any) -> int:
@@ -48,16 +48,17 @@ class HostSweep:
     info: dict = field(default_factory=dict)
     _reservations: dict[str, hugepages.Reservation] = field(default_factory=dict)
     _current: HostMemory | None = None
+    _sizes: dict[HostMemory, list[int]] = field(default_factory=dict)  # sizes_by_memory of the cases
 
     def start(self) -> dict:
-        sizes = sizes_by_memory(self.cases)
+        self._sizes = sizes = sizes_by_memory(self.cases)
         for kind in hugepages.PAGE_BYTES:
             need = max((s[0] for m, s in sizes.items() if m.kind == kind), default=0)
             if need:
                 self._reservations[kind] = hugepages.reserve(kind, need, self.sysfs)
         if self._reservations:
             self.info["hugepages"] = {k: r.to_dict() for k, r in self._reservations.items()}
-        if any(m.numa != "any" for m in sizes):
+        if any(m.numa != DEFAULT_HOST_NUMA for m in sizes):
             self.info["numa"] = _topology(self.device)
         return self.info
 
@@ -69,16 +70,15 @@ class HostSweep:
         self._current = memory
         later = {c.host_memory.kind for c in self.cases[self.cases.index(case):]}
         for kind in [k for k in self._reservations if k not in later]:
-            _drop_arena(self.device)  # the pages go back only once unmapped
+            _drop_arena()  # the pages go back only once unmapped
             hugepages.release(self._reservations.pop(kind), self.sysfs)
-        got = reserve_arena(sizes_by_memory([c for c in self.cases if c.host_memory == memory])[memory],
-                            self.device, memory)
+        got = reserve_arena(self._sizes[memory], self.device, memory)
         self.info.setdefault("allocations", {})[memory.label] = got
         return True
 
     def finish(self) -> None:
         if self._reservations:
-            _drop_arena(self.device)
+            _drop_arena()
         for kind in list(self._reservations):
             hugepages.release(self._reservations.pop(kind), self.sysfs)
 
@@ -101,11 +101,10 @@ def reserve_arena(sizes: list[int], device: str, memory: HostMemory) -> dict:
             continue
         info = HOST_POOL.info(dev, memory)
         return {**info, "largest_case_bytes": sizes[0]} if size == sizes[0] else {**info, "error": error}
-    _drop_arena(device)
     return {"error": error, "largest_case_bytes": sizes[0]} if sizes else {}
 
 
-def _drop_arena(device: str) -> None:
+def _drop_arena() -> None:
     import gc  # noqa: PLC0415
 
     from hisparse.bench.workload import HOST_POOL  # noqa: PLC0415

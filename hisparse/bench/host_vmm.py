@@ -49,8 +49,6 @@ def map_host(nbytes: int, device_index: int, node: int | None) -> VmmMapping:
     """Map ``nbytes`` of host memory (on ``node``, or anywhere for None) readable by device ``device_index``."""
     try:
         out = [int(v) for v in jit.load(MAP_SPEC).run(nbytes, device_index, -1 if node is None else node)]
-    except HostAllocationError:
-        raise
     except Exception as e:  # noqa: BLE001 (the driver's refusal, or no module: the case is skipped with it)
         raise HostAllocationError(f"host_alloc=vmm: {type(e).__name__}: {e}") from e
     address, size, minimum, recommended, memory_type = out
