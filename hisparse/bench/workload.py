@@ -270,6 +270,13 @@ class Workload:
     def calls(self) -> int:
         return self.case.timing.calls_per_graph
 
+    @property
+    def host_stride_rows(self) -> int:
+        """Rows of the host pool this workload's rows take, its shared layers' own included: the next layer
+        of a decode-regime case starts that many rows on."""
+        b = self.buffers
+        return layer_stride_rows(b.host_cache.shape[0], self.case.item_size_bytes) * (1 + len(b.shared_layer_hosts))
+
     def reset(self) -> None:
         b = self.buffers
         for t, initial in self._restore:
@@ -530,7 +537,7 @@ def make_workload(case: Case, device: torch.device | str, *, host_offset_rows: i
     for layer in range(case.layers):
         w = make_layer(per_layer, device, host_offset_rows=offset, layer=layer)
         layers.append(w)
-        offset = w.host_end_rows
+        offset += w.host_stride_rows
     return LayeredWorkload(case, torch.device(device), layers)
 
 
@@ -598,7 +605,6 @@ def make_layer(case: Case, device: torch.device | str, *, host_offset_rows: int 
     layer_hosts = shared_layer_hosts(case, host_rows, dev, host_offset_rows)  # first: see there
     host_cache = HOST_POOL.view(host_rows, case.item_size_bytes, dev, offset_rows=host_offset_rows,
                                 memory=case.host_memory)
-    host_end = host_offset_rows + layer_stride_rows(host_rows, case.item_size_bytes) * (1 + len(layer_hosts))
     shape, dtype = kv_shape(bs * stride, case.item_size_bytes)
     device_buffer = torch.zeros(shape, dtype=dtype, device=dev)
     # The resident rows hold what the host rows they stand for hold: the pattern of the pool rows the view
@@ -625,9 +631,7 @@ def make_layer(case: Case, device: torch.device | str, *, host_offset_rows: int 
         shared_layer_buffers=tuple(device_buffer.clone() for _ in range(case.shared_layers)),
         shared_layer_hosts=layer_hosts, rows_per_request=stride,
     )
-    workload = Workload(case, dev, buffers, schedule, fresh_start, fresh_count, cap)
-    workload.host_end_rows = host_end  # where the next layer's host rows may start
-    return workload
+    return Workload(case, dev, buffers, schedule, fresh_start, fresh_count, cap)
 
 
 __all__ = ["HOST_POOL", "SEQ_LEN", "TOKEN_SCALE", "LayeredWorkload", "SwapBuffers", "Workload", "WorkloadStats",
