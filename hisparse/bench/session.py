@@ -30,7 +30,7 @@ LOCAL_RUNS_DIR = Path("results") / "local"
 # configs/default.yaml (113 cases) comes out at the ~41 min it took on a 2-core CPU machine.
 _REFERENCE_S_PER_CASE = 1.0
 _REFERENCE_S_PER_WORK = (41 * 60 - 113 * _REFERENCE_S_PER_CASE) / 8.53e11
-LONG_RUN_S = 120.0  # warn before a reference run estimated longer than this
+LONG_RUN_S = 120.0  # warn before a run (any backend) estimated longer than this
 
 
 class NothingToRun(HisparseError):

@@ -69,8 +69,7 @@ def compare(ctx: click.Context, run_a: str, run_b: str, threshold: float, alpha:
             click.echo(f"{len(only_a)} case(s) only in A, {len(only_b)} only in B (not compared)")
             for side, ids in (("only in A (missing in B)", only_a), ("only in B (missing in A)", only_b)):
                 if ids:
-                    click.echo(f"  {side}: " + ", ".join(ids[:10])
-                               + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else ""))
+                    click.echo(f"  {side}: {text.id_list(ids)}")
         warning = text.noisy_warning(ch.noisy(rows, threshold), threshold)
         if warning:
             click.echo(warning, err=True)

@@ -83,10 +83,11 @@ def gate(ctx: click.Context, base, head, confirm, results, json_out, force, allo
 def _print_missing(report) -> None:
     """Cases only one side has are not gated; a pass must not hide them (a head cut after 5 of 14
     cases once passed as "5 case(s) compared")."""
+    from hisparse.render import text
+
     for what, ids in (("missing in head", report.missing_in_head), ("new in head", report.missing_in_base)):
         if ids:
-            shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
-            click.echo(f"{what}: {len(ids)} case(s) not gated: {shown}")
+            click.echo(f"{what}: {len(ids)} case(s) not gated: {text.id_list(ids)}")
 
 
 def _print(report, b, h, c, *, noise_cases: int, inject: float, min_runs: int, verbose: bool) -> None:

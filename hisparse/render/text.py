@@ -45,6 +45,11 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str | No
     return "\n".join([fmt(headers), sep] + [paint(fmt(r), c) for r, c in zip(rows, colours)])
 
 
+def id_list(ids: Sequence[str], limit: int = 10) -> str:
+    """The first ``limit`` case ids, comma-separated, then how many more."""
+    return ", ".join(ids[:limit]) + (f", ... ({len(ids) - limit} more)" if len(ids) > limit else "")
+
+
 def num(x: Any, spec: str = ".1f", none: str = "-") -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return none
