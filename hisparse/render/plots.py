@@ -618,16 +618,25 @@ def _layout(c: CaseResult) -> str:
     return (c.params.get(_WP) or {}).get("positions", "scattered")
 
 
+def _alloc(c: CaseResult) -> str:
+    return c.params.get("host_alloc", "pinned")
+
+
+def _alloc_group(c: CaseResult) -> tuple:
+    """A bar group of host_alloc_effect: scattered first, then by pool GB, then layout."""
+    return _layout(c) != "scattered", round(_pool_gb(c)), _layout(c)
+
+
 def host_alloc_effect(run: RunRecord, out_dir: Path) -> Path | None:
     """Achieved GB/s per host allocation (a bar each, in its colour), grouped by pool size per layer and
     row layout (serving's `positions`), a panel per swap and one for the bare gather of the same rows:
     configs/host-alloc.yaml's question, which allocation lets scattered rows use the link. An allocation
     the OS could not give is named under the figure with its reason, once per kind."""
-    kinds = [k for k in _ALLOC_COLORS if any(c.params.get("host_alloc", "pinned") == k for c in run.cases)]
+    kinds = [k for k in _ALLOC_COLORS if any(_alloc(c) == k for c in run.cases)]
     cases = [c for c in _ok(run) if _pool_gb(c) and c.params.get("host_numa", "any") == "any"]
     if len(kinds) < 2 or not cases:
         return None
-    groups = sorted({(_layout(c) != "scattered", round(_pool_gb(c)), _layout(c)) for c in cases})
+    groups = sorted({_alloc_group(c) for c in cases})
     panels = [("multi_step", _gbps), ("lru_sequential", _gbps), ("multi_step", _gather_gbps)]
     ceiling = (run.floors or {}).get("pinned_h2d_gbps")
     plt = _pyplot()
@@ -647,7 +656,7 @@ def host_alloc_effect(run: RunRecord, out_dir: Path) -> Path | None:
                 ax.grid(True, axis="y", alpha=0.3)
             reasons = {}
             for c in run.cases:
-                kind = c.params.get("host_alloc", "pinned")
+                kind = _alloc(c)
                 if c.status == "skipped" and c.params.get("host_numa", "any") == "any" and kind not in reasons:
                     reasons[kind] = (c.reason or "").split(": ", 2)[-1].split(" (reserve")[0]
             note = "".join(f"\nskipped {k}: {r}" for k, r in reasons.items())
@@ -666,8 +675,7 @@ def _gather_gbps(c: CaseResult) -> float | None:
 def _host_alloc_bars(ax, cases: list[CaseResult], groups: list[tuple], kinds: list[str], y_of) -> None:
     width = 0.8 / len(kinds)
     for i, kind in enumerate(kinds):
-        at = {(_layout(c) != "scattered", round(_pool_gb(c)), _layout(c)): y_of(c) for c in cases
-              if c.params.get("host_alloc", "pinned") == kind}
+        at = {_alloc_group(c): y_of(c) for c in cases if _alloc(c) == kind}
         xs = [g + (i - (len(kinds) - 1) / 2) * width for g in range(len(groups))]
         ax.bar(xs, [at.get(g) or 0 for g in groups], width, color=_ALLOC_COLORS[kind])
         ax.plot([], [], color=_ALLOC_COLORS[kind], linewidth=8, label=kind)  # the legend's entry (a line handle)
