@@ -152,14 +152,20 @@ class Expansion:
         return cases_hash(self.cases)
 
 
-def by_host_memory(cases: list[Case]) -> list[Case]:
-    """The cases grouped by host memory (host_alloc, host_numa), the groups in the order they first appear,
-    each group in expansion order: the sweep then holds one host arena at a time and releases it before
-    the next kind allocates (a 128 GiB node cannot hold two 45 GiB arenas). One kind: the order as expanded."""
-    first: dict = {}
+def sweep_order(cases: list[Case]) -> list[Case]:
+    """The order a sweep runs its cases in: grouped by host memory (host_alloc, host_numa), then within a
+    group by item size, each in the order it first appears, otherwise as expanded (a stable sort).
+    By host memory: the sweep holds one host arena at a time and releases it before the next kind
+    allocates (a 128 GiB node cannot hold two 45 GiB arenas). By item size: the arena holds the rows of
+    one item size and is filled again from its first row when another asks (host_cache.py); in the
+    decode regime that is tens of GB (45 GB at `serving` batch 64), so the item-size slices of
+    configs/default.yaml, interleaved, refilled it at every case."""
+    kind: dict = {}
+    size: dict = {}
     for c in cases:
-        first.setdefault(c.host_memory, len(first))
-    return sorted(cases, key=lambda c: first[c.host_memory])  # stable
+        kind.setdefault(c.host_memory, len(kind))
+        size.setdefault(c.item_size_bytes, len(size))
+    return sorted(cases, key=lambda c: (kind[c.host_memory], size[c.item_size_bytes]))
 
 
 def cases_hash(cases: Sequence[Case]) -> str:
@@ -289,7 +295,7 @@ class SweepConfig:
                         pruned.setdefault((case.case_id, reason), Pruned(params, reason))
                     else:
                         cases.setdefault(case.case_id, case)
-        kept = [c for c in by_host_memory(list(cases.values())) if all(pred(c) for pred in predicates)]
+        kept = [c for c in sweep_order(list(cases.values())) if all(pred(c) for pred in predicates)]
         # the pruned combinations of the selection only: a filtered listing is about those cases
         dropped = [p for p in pruned.values() if all(pred(p) for pred in predicates)]
         return Expansion(kept, dropped, ci=ci, filters=tuple(filters), filtered_out=len(cases) - len(kept))

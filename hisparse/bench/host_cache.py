@@ -17,7 +17,7 @@ the pattern of the rows it really reads (``offset_rows + r``), so every layer an
 
 One arena at a time: a view or reservation of another kind of memory releases the arena of the previous one
 (freed once no view holds it) before allocating, since a sweep of pools of tens of GiB per kind cannot hold
-two on a 128 GiB node; the sweep runs the cases of one kind together (config.by_host_memory). Arenas are
+two on a 128 GiB node; the sweep runs the cases of one kind together (config.sweep_order). Arenas are
 kept per device type (the reference backend's pageable arena and a CUDA one are different memory).
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ in turn, and what each asked for and got, for the run file's ``environment.host_
   huge pages its largest case needs (hisparse/bench/hugepages.py): before the sweep's own arenas fragment
   memory. Also the NUMA topology next to the GPU (hisparse/bench/host_numa.py).
 - Before the first case of each kind (``before``; the expansion runs a kind's cases together,
-  config.by_host_memory): give back the huge pages of the kinds already done, then allocate the kind's
+  config.sweep_order): give back the huge pages of the kinds already done, then allocate the kind's
   arena at its largest case (hisparse/bench/host_cache.py releases the previous kind's arena first). When
   that fails (say fewer huge pages than asked), the next smaller case's size is tried, and failing all, the
   cases allocate on their own and are skipped with the OS's reason (hisparse/bench/measure.py).

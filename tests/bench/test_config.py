@@ -2,6 +2,7 @@
 case ids, the config hash, and the shipped configs."""
 from __future__ import annotations
 
+import itertools
 import re
 import textwrap
 from pathlib import Path
@@ -187,6 +188,21 @@ def test_slices_dedupe_against_the_main_grid(tmp_path):
     assert cfg.expand().ids == ["multi_step/distinct/b1/s4/k2048/h4096/i576/pdl1",
                                 "multi_step/distinct/b64/s4/k2048/h4096/i576/pdl1",
                                 "multi_step/distinct/b64/s2/k2048/h4096/i576/pdl1"]
+
+
+def test_sweep_order_groups_item_sizes_keeping_expansion_order_within(tmp_path):
+    # The host pool holds one item size's rows at a time: cases of a size run together, sizes in the
+    # order they first appear, each block in expansion order.
+    cfg = load_config(write(tmp_path, """\
+        axes: {implementation: [lru_sequential, multi_step], workload: distinct, batch: [1, 2],
+               item_size_bytes: [576, 1152], pdl: on}
+        workloads: {distinct: {layers: 1}}
+        """))
+    assert cfg.expand().ids == [
+        "lru_sequential/distinct/b1/s4/k2048/h4096/i576/pdl0", "lru_sequential/distinct/b2/s4/k2048/h4096/i576/pdl0",
+        "multi_step/distinct/b1/s4/k2048/h4096/i576/pdl1", "multi_step/distinct/b2/s4/k2048/h4096/i576/pdl1",
+        "lru_sequential/distinct/b1/s4/k2048/h4096/i1152/pdl0", "lru_sequential/distinct/b2/s4/k2048/h4096/i1152/pdl0",
+        "multi_step/distinct/b1/s4/k2048/h4096/i1152/pdl1", "multi_step/distinct/b2/s4/k2048/h4096/i1152/pdl1"]
 
 
 def test_expansion_iterates_like_a_list(tmp_path):
@@ -509,13 +525,13 @@ def test_load_by_name():
 
 
 def test_default_config_fits_the_budget():
-    # configs/default.yaml's header: 35 serving cases (lru 7 + 2 multi-step x 7 batches x PDL on/off),
-    # then 70 main-grid cases on upstream/distinct + 26 multi_step + 17 lru_sequential in the batch-64
-    # slice + 8 on serving at 584 / 100 B + 4 on serving's pool sizes = 160; 9 pruned (lru at hot
-    # 32768); --ci: 6 serving + 14.
+    # configs/default.yaml's header: 35 serving cases (lru 7 + 2 multi-step x 7 batches x PDL on/off)
+    # + 14 warm, then 42 main-grid cases on upstream/distinct + 26 multi_step + 17 lru_sequential in the
+    # batch-64 slice + 8 on serving at 584 / 100 B + 4 on serving's pool sizes = 146; 9 pruned (lru at
+    # hot 32768).
     cfg = load_config("default")
     exp = cfg.expand()
-    assert len(exp) == 174
+    assert len(exp) == 146
     assert len(exp.pruned) == 9 and all("int16 lru_slots" in p.reason for p in exp.pruned)
     pools = [c for c in exp if c.workload_params_dict.get("context_max", 131072) != 131072]
     # the budget (48 GiB) caps the layers by the pool: 4.8 GiB at most at 128k tokens, 9.7 at 256k
@@ -539,10 +555,13 @@ def test_default_config_fits_the_budget():
     assert all(c.case_id.count("/") == 8 for c in serving)  # default parameters: only layers after pdlN
     main = [c for c in exp if c.steps == 4 and c.hot_buffer_size == 4096 and c.item_size_bytes == 576
             and c.workload != "serving"]
-    assert len(main) == 70
+    assert len(main) == 42 and {c.implementation for c in main} == {"lru_sequential", "multi_step"}
     assert {c.workload for c in exp} == {"serving", "upstream", "distinct"}
     assert all(c.layers == 1 for c in exp if c.workload != "serving")  # published patterns: warm
-    assert len(cfg.expand(ci=True)) == 24
+    assert len(cfg.expand(ci=True)) == 20
+    # one block per item size, in the order they first appear: the host pool is refilled once per size
+    runs = [size for size, _ in itertools.groupby(c.item_size_bytes for c in exp)]
+    assert runs == [576, 656, 1152, 584, 100]
     # every multi_step case has its sequential-LRU baseline in the sweep (for the speedup), except at
     # hot 32768 (int16 lru_slots); multi_step_planned's baseline is in configs/shared-layers.yaml
     ids = set(exp.ids)
