@@ -164,6 +164,9 @@ def pivot(cases: list[CaseResult]) -> str:
 
 
 def value(v) -> str:
+    """A parameter's cell; absent (None) is the parameter's default, which run files do not spell out."""
+    if v is None:
+        return "default"
     return num(v, ".4g") if isinstance(v, float) else str(v)
 
 

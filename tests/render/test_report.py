@@ -65,6 +65,21 @@ def test_decode_regime_cases_get_their_own_table_first_with_the_warm_floor(defau
     assert any(t.startswith("### `serving`, warm regime") for t in titles)  # the rest of serving stays warm
 
 
+def test_a_parameter_left_at_its_default_is_labelled_default_not_none(default_data):
+    # Run files keep only the host_alloc a case sets: rows at the default (pinned) must not read "None".
+    data = copy.deepcopy(default_data)
+    at_default = [c for c in data["cases"] if c["params"]["workload"] == "serving"
+                  and c["params"]["implementation"] == "multi_step" and c["params"]["pdl"]][:4]
+    for c in data["cases"]:
+        if c not in at_default:
+            c["params"]["host_alloc"] = "registered"
+            c["case_id"] += "/host_alloc=registered"
+    doc = document([Named("alloc.json", run_from_dict(data))])
+    assert "None" not in doc
+    assert "Main grid, fixed: " in doc and "host_alloc registered" in doc
+    assert "Off the main grid: host_alloc default." in doc
+
+
 def test_replace_block_keeps_what_surrounds_the_markers():
     text = f"intro\n{BEGIN}\nold table\n{END}\noutro\n"
     assert replace_block(text, f"{BEGIN}\nnew\n{END}") == f"intro\n{BEGIN}\nnew\n{END}\noutro\n"
