@@ -25,11 +25,6 @@ from hisparse.files import check_target
 KERNEL_RUNS_DIR = Path("results") / "runs"
 LOCAL_RUNS_DIR = Path("results") / "local"
 
-# Rough cost model of the reference backend, for the "this will take long" warning only: a fixed
-# cost per case (workload build, checks, floors) plus a cost per unit of ``_work``. Fitted so that
-# configs/default.yaml (113 cases) comes out at the ~41 min it took on a 2-core CPU machine.
-_REFERENCE_S_PER_CASE = 1.0
-_REFERENCE_S_PER_WORK = (41 * 60 - 113 * _REFERENCE_S_PER_CASE) / 8.53e11
 LONG_RUN_S = 120.0  # warn before a run (any backend) estimated longer than this
 
 
@@ -67,11 +62,6 @@ def refuse_overwrite(path: Path) -> None:
                         "write to a new name (--out OTHER.json or a folder), or replace it with --force")
 
 
-def estimate_reference_s(cases: list) -> float:
-    """Seconds the reference backend will probably need for ``cases`` (order of magnitude)."""
-    return sum(_REFERENCE_S_PER_CASE + _REFERENCE_S_PER_WORK * _work(c) for c in cases)
-
-
 @dataclass(frozen=True)
 class Estimate:
     """What the run knows of its duration: ``known_s`` for the cases an earlier run on this machine
@@ -104,13 +94,6 @@ def estimate_from_history(cases: list, *, machine: str | None, backend: str, con
             if c.case_id in wanted and c.ok and c.wall_s > 0 and latest.get(c.case_id, ("",))[0] <= record.created:
                 latest[c.case_id] = (record.created, c.wall_s)
     return Estimate(known_s=sum(w for _, w in latest.values()), known=len(latest), unknown=len(wanted) - len(latest))
-
-
-def _work(case: Any) -> float:
-    """Rows touched per call x calls made: what the reference's time grows with."""
-    t = case.timing
-    calls = t.warmup_calls + t.check_calls + t.calls_per_graph * (t.replays * t.replays_per_sample + 1) * t.rounds
-    return case.batch * case.steps * case.top_k * (1 + case.item_size_bytes / 64) * calls
 
 
 @dataclass(frozen=True)
@@ -342,4 +325,4 @@ def _environment(device: Any, cases: list) -> dict:
 
 
 __all__ = ["CaseProgress", "Estimate", "NothingToRun", "estimate_from_history", "RunFileExists", "RunRequest", "Session", "default_config",
-           "default_out_dir", "estimate_reference_s", "execute", "out_path", "prepare", "refuse_overwrite"]
+           "default_out_dir", "execute", "out_path", "prepare", "refuse_overwrite"]

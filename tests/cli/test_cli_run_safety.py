@@ -119,16 +119,6 @@ def test_a_run_says_its_duration_is_unknown_until_its_cases_were_timed_here(two,
     assert "never timed" not in again.output
 
 
-def test_reference_estimate_tells_the_default_sweep_from_the_small_one():
-    """The full sweep took ~41 min on the reference backend of a 2-core machine; cpu-small ~10 s."""
-    from hisparse.bench.config import load_config
-
-    full = session.estimate_reference_s(list(load_config("default").expand()))
-    small = session.estimate_reference_s(list(load_config("cpu-small").expand()))
-    assert 20 * 60 < full < 80 * 60
-    assert small < 60 < session.LONG_RUN_S < full
-
-
 def test_reference_run_defaults_to_a_git_ignored_folder(monkeypatch, tmp_path):
     if backends.resolve_name("auto") == "cuda":
         pytest.skip("a GPU is visible: auto would pick the cuda backend")
