@@ -111,7 +111,10 @@ def modal_values(cases: list[CaseResult]) -> dict:
     keys = sorted({k for p in params for k in p} - {"batch"})
     out = {}
     for k in keys:
-        top = Counter(repr(p.get(k)) for p in params).most_common(1)[0][0]
+        counts = Counter(repr(p.get(k)) for p in params)
+        most = max(counts.values())
+        # a tie goes to the default (absent, None): the grid a reader expects; else the first seen
+        top = repr(None) if counts.get(repr(None)) == most else next(v for v, n in counts.items() if n == most)
         out[k] = next(p.get(k) for p in params if repr(p.get(k)) == top)
     return out
 

@@ -80,6 +80,24 @@ def test_a_parameter_left_at_its_default_is_labelled_default_not_none(default_da
     assert "Off the main grid: host_alloc default." in doc
 
 
+def test_a_tie_for_the_main_grid_goes_to_the_default(default_data):
+    # Half the serving cases on another allocation, half at the default: the main grid is the default's,
+    # whichever comes first in the file.
+    data = copy.deepcopy(default_data)
+    serving = [c for c in data["cases"] if c["params"]["workload"] == "serving"]
+    others = [c for c in data["cases"] if c["params"]["workload"] != "serving"]
+    for c in copy.deepcopy(serving):
+        c["params"]["host_alloc"] = "hugetlb-2m"
+        c["case_id"] += "/host_alloc=hugetlb-2m"
+        others.insert(0, c)  # the other allocation first
+    data["cases"] = others + serving
+    doc = document([Named("tie.json", run_from_dict(data))])
+    section = doc.split("### `serving`", 1)[1].split("\n### ", 1)[0]
+    fixed = next(line for line in section.splitlines() if line.startswith("Main grid, fixed: "))
+    assert "host_alloc default," in fixed
+    assert "Off the main grid: host_alloc hugetlb-2m." in section
+
+
 def test_replace_block_keeps_what_surrounds_the_markers():
     text = f"intro\n{BEGIN}\nold table\n{END}\noutro\n"
     assert replace_block(text, f"{BEGIN}\nnew\n{END}") == f"intro\n{BEGIN}\nnew\n{END}\noutro\n"
