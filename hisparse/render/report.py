@@ -86,11 +86,22 @@ def run_heading(named: Named, level: int = 2) -> str:
              f"pinned host->device {num(h2d, '.1f')} GB/s; {ok} of {len(r.cases)} cases ok."]
     if r.backend == "reference":
         lines.append("Reference backend: PyTorch-on-CPU times, not kernel times.")
-    failed = [c for c in r.cases if not c.ok]
-    if failed:
-        lines += ["", "Not timed: " + "; ".join(f"`{c.case_id}` ({(c.reason or c.status).splitlines()[0][:120]})"
-                                               for c in failed) + "."]
+    lines += not_timed([c for c in r.cases if not c.ok])
     return "\n".join(lines)
+
+
+def not_timed(failed: list[CaseResult]) -> list[str]:
+    """The cases that were not timed, one bullet per reason (a skip reason is often shared by many cases:
+    one list of them under it reads better than the reason repeated after each)."""
+    if not failed:
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for c in failed:
+        line = (c.reason or c.status).splitlines()[0].rstrip()
+        reason = line if len(line) <= 160 else line[:157].rstrip() + "..."  # the run file has it whole
+        by_reason.setdefault(reason, []).append(f"`{c.case_id}`")
+    return ["", f"Not timed ({len(failed)}):", "",
+            *(f"- {reason}: {', '.join(ids)}" for reason, ids in by_reason.items())]
 
 
 def groups(record: RunRecord) -> list[tuple[bool, str, list[CaseResult]]]:

@@ -98,6 +98,19 @@ def test_a_tie_for_the_main_grid_goes_to_the_default(default_data):
     assert "Off the main grid: host_alloc hugetlb-2m." in section
 
 
+def test_cases_not_timed_are_listed_once_per_reason(default_data):
+    data = copy.deepcopy(default_data)
+    a, b, c = data["cases"][:3]
+    for case, reason in ((a, "host_numa=local: one memory node"), (b, "host_numa=local: one memory node"),
+                         (c, "check call 0: invariant 7 failed for request 2")):
+        case.update(status="skipped" if case is not c else "failed", reason=reason)
+    doc = document([Named("skips.json", run_from_dict(data))])
+    assert "Not timed (3):" in doc
+    bullets = [line for line in doc.splitlines() if line.startswith("- ")]
+    assert bullets == [f"- host_numa=local: one memory node: `{a['case_id']}`, `{b['case_id']}`",
+                       f"- check call 0: invariant 7 failed for request 2: `{c['case_id']}`"]
+
+
 def test_replace_block_keeps_what_surrounds_the_markers():
     text = f"intro\n{BEGIN}\nold table\n{END}\noutro\n"
     assert replace_block(text, f"{BEGIN}\nnew\n{END}") == f"intro\n{BEGIN}\nnew\n{END}\noutro\n"
