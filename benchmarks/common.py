@@ -226,7 +226,7 @@ class Prepared:
 
     def sample_seconds(self) -> list[float]:
         """One sample per replay, seconds per call (hisparse.bench.timing: CUDA graph + events on a GPU), over
-        the case's rounds as the engine times them (``measure.case_rounds``: one for a decode-regime case): round 0 on this workload, each further
+        the case's rounds as the engine times them (``Case.rounds``: one for a decode-regime case): round 0 on this workload, each further
         round on a fresh one at another placement (``hisparse.bench.measure.time_rounds``), so that asv's
         median pools the same placements as a `hisparse-bench run` file. A commit without
         ``time_rounds`` times one round."""
@@ -238,8 +238,8 @@ class Prepared:
                                               device=self.backend.device).samples_us)
         time_rounds = hisparse_attr("measure", "time_rounds")
         make_workload = hisparse_attr("measure", "default_make_workload")
-        case_rounds = hisparse_attr("measure", "case_rounds")  # one for a decode-regime case, where it exists
-        rounds = case_rounds(self.case) if case_rounds is not None else int(getattr(self.case.timing, "rounds", 1) or 1)
+        # Case.rounds (one for a decode-regime case) where the commit has it, else its timing's rounds
+        rounds = int(getattr(self.case, "rounds", None) or getattr(self.case.timing, "rounds", 1) or 1)
         if time_rounds is not None and make_workload is not None and rounds > 1:
             for measured in time_rounds(self.case, self.backend, make_workload, settings, range(1, rounds))[0]:
                 samples += measured.samples_us

@@ -27,7 +27,7 @@ def case_host_bytes(case: Any) -> int:
     from hisparse.bench import measure  # noqa: PLC0415
     from hisparse.bench.case import host_bytes  # noqa: PLC0415
 
-    return host_bytes(case) + measure.round_host_offset_rows(case, measure.case_rounds(case) - 1) * case.item_size_bytes
+    return host_bytes(case) + measure.round_host_offset_rows(case, case.rounds - 1) * case.item_size_bytes
 
 
 def sizes_by_memory(cases: list) -> dict[HostMemory, list[int]]:

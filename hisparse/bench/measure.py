@@ -119,11 +119,6 @@ def case_settings(case: Any) -> timing.Settings:
                                                                                   case.timing.calls_per_graph)))
 
 
-def case_rounds(case: Any) -> int:
-    """The timing rounds ``case`` runs (one for a decode-regime case: hisparse.bench.case.Case.rounds)."""
-    return int(getattr(case, "rounds", case.timing.rounds))
-
-
 def time_round(case: Any, backend: Any, make_workload: Callable[..., Any], settings: timing.Settings,
            round_index: int, held: list) -> tuple[timing.Measurement, dict]:
     """One more timing round of ``case`` on a fresh workload (the caller has released the previous
@@ -225,7 +220,7 @@ def run_case(
         gather, gather_warm = floors_mod.measure_gather_floor(backend, records, settings, int(case.item_size_bytes),
                                                               warm=case.layers > 1)
 
-        for r in range(1, case_rounds(case)):
+        for r in range(1, case.rounds):
             where = f"round {r}: "
             workload = bound = records = None  # one round's tensors alive at a time (records hold buffers)
             release(backend.device)
@@ -243,7 +238,7 @@ def run_case(
 
     return CaseResult(
         case_id=case.case_id, params=params, status="ok", reason=None,
-        settings={**settings_of(rounds[0]), "rounds": case_rounds(case)},
+        settings={**settings_of(rounds[0]), "rounds": case.rounds},
         runs=tuple(run_of(m, process=0, round_index=r, where=placements[r]) for r, m in enumerate(rounds)),
         work=work.to_dict(), floor=floors_mod.floor_dict(work, gather, floors, gather_warm),
         wall_s=time.perf_counter() - t0,

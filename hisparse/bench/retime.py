@@ -62,7 +62,7 @@ def retime_case(case: Any, result: CaseResult, backend: Any,
     make = make_workload or measure.default_make_workload
     try:
         rounds, placements = measure.time_rounds(case, backend, make, measure.case_settings(case),
-                                                 range(measure.case_rounds(case)))
+                                                 range(case.rounds))
     except Exception as e:  # noqa: BLE001 (one case's failure is recorded; the others go on)
         return replace(result, retime_errors=result.retime_errors + (f"{type(e).__name__}: {e}",))
     return merge(result, rounds, placements)
