@@ -619,7 +619,12 @@ def _layout(c: CaseResult) -> str:
 
 
 def _alloc(c: CaseResult) -> str:
-    return c.params.get("host_alloc", "pinned")
+    return case_axes.host_alloc(c.params)
+
+
+def _any_node(c: CaseResult) -> bool:
+    """The case's pool was put on no particular NUMA node (the figure compares allocations, not nodes)."""
+    return case_axes.host_numa(c.params) == case_axes.HOST_NUMA_WHEN_ABSENT
 
 
 def _alloc_group(c: CaseResult) -> tuple:
@@ -633,7 +638,7 @@ def host_alloc_effect(run: RunRecord, out_dir: Path) -> Path | None:
     configs/host-alloc.yaml's question, which allocation lets scattered rows use the link. An allocation
     the OS could not give is named under the figure with its reason, once per kind."""
     kinds = [k for k in _ALLOC_COLORS if any(_alloc(c) == k for c in run.cases)]
-    cases = [c for c in _ok(run) if _pool_gb(c) and c.params.get("host_numa", "any") == "any"]
+    cases = [c for c in _ok(run) if _pool_gb(c) and _any_node(c)]
     if len(kinds) < 2 or not cases:
         return None
     groups = sorted({_alloc_group(c) for c in cases})
@@ -657,7 +662,7 @@ def host_alloc_effect(run: RunRecord, out_dir: Path) -> Path | None:
             reasons = {}
             for c in run.cases:
                 kind = _alloc(c)
-                if c.status == "skipped" and c.params.get("host_numa", "any") == "any" and kind not in reasons:
+                if c.status == "skipped" and _any_node(c) and kind not in reasons:
                     reasons[kind] = (c.reason or "").split(": ", 2)[-1].split(" (reserve")[0]
             note = "".join(f"\nskipped {k}: {r}" for k, r in reasons.items())
             return _save(fig, out_dir / "host_alloc.png",

@@ -5,6 +5,11 @@ plots and the dashboard, so they all group and label cases the same way.
 The ``layers`` workload parameter (``serving``, ``trace``, ``distinct``): 1 is the "warm" regime (every
 call on one host pool, address translations warm); L > 1 is "decode" (calls rotate over L per-layer
 host pools, translations cold). Files written before it existed have no ``layers``: they are warm.
+
+``host_alloc`` and ``host_numa`` (where a case's host pool lives) are stored only when not the harness's
+default (hisparse/bench/case.py), so an absent key means that default: ``pinned`` and ``any``. This is a
+fact of the file format, fixed for every file written; tests/results/test_axes.py holds the harness's
+defaults equal to it, so changing a default there means storing the key in every case first.
 """
 from __future__ import annotations
 
@@ -45,6 +50,20 @@ def regime(params: dict | None) -> str:
     """"warm" (L = 1) or "decode L=N"."""
     n = layers(params)
     return "warm" if n == 1 else f"decode L={n}"
+
+
+HOST_ALLOC_WHEN_ABSENT = "pinned"
+HOST_NUMA_WHEN_ABSENT = "any"
+
+
+def host_alloc(params: dict | None) -> str:
+    """How the case's host pool was allocated (``pinned`` when the file does not say)."""
+    return str((params or {}).get("host_alloc", HOST_ALLOC_WHEN_ABSENT))
+
+
+def host_numa(params: dict | None) -> str:
+    """The case's NUMA placement of its host pool (``any`` when the file does not say)."""
+    return str((params or {}).get("host_numa", HOST_NUMA_WHEN_ABSENT))
 
 
 def gather_warm_us(floor: dict | None) -> float | None:
