@@ -372,6 +372,35 @@ __device__ __forceinline__ void wait_for_lookups(const SwapMultiParams& p, const
   }
 }
 
+// One load of the first word of each of the request's state arrays, one thread per array, results
+// unused (asm volatile: kept, and never waited for). Issued before the wait for the lookup counts, so
+// that the address translation of each array is cached before the gather's copies fill the GPU's
+// translation machinery with host pages; the phases after the wait then find them (see the gather's
+// dependent-launch trigger).
+__device__ __forceinline__ void touch(const void* ptr) {
+  uint32_t v;
+  asm volatile("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(ptr));
+}
+__device__ __forceinline__ void touch_request_state(const SwapMultiParams& p, int64_t rid, int b) {
+  const int64_t m = static_cast<int64_t>(p.miss_mask) + 1;
+  const int64_t h = static_cast<int64_t>(p.hash_mask) + 1;
+  switch (threadIdx.x) {
+    case 0: touch(p.ref_epochs + rid * p.hot); break;
+    case 1: touch(p.miss_keys + rid * m); break;
+    case 2: touch(p.miss_vals + rid * m); break;
+    case 3: touch(p.miss_order + rid * p.occurrences); break;
+    case 4: touch(p.buffer_tokens + rid * p.buffer_stride); break;
+    case 5: touch(p.buffer_locs + rid * p.buffer_stride); break;
+    case 6: touch(p.hash_index + rid * 2 * h); break;
+    case 7: touch(p.hash_index + rid * 2 * h + h); break;
+    case 8: if (p.capacity > 0) touch(p.scratch_locs + rid * p.capacity); break;
+    case 9: touch(p.out + static_cast<int64_t>(b) * p.out_stride); break;
+    case 10: touch(p.top_k_tokens + static_cast<int64_t>(b) * p.top_k_stride); break;
+    case 11: if (p.max_len > 0) touch(p.host_cache_locs + rid * p.max_len); break;
+    default: break;
+  }
+}
+
 template <bool kPdl, bool kRecordPlan>
 __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __grid_constant__ SwapMultiParams p) {
 
@@ -407,6 +436,7 @@ __global__ void __launch_bounds__(kCommitThreads, 1) spec_commit_kernel(const __
   const int32_t epoch = next_epoch(p.clock[rid * 2]);
   int32_t cursor = p.clock[rid * 2 + 1] % hot;
   if (cursor < 0) cursor += hot;
+  touch_request_state(p, rid, b);
   wait_for_lookups<kPdl>(p, counters, &s_ready);
   const int32_t misses = min(max(counters[kCounterWork], 0), p.occurrences);
   const int32_t union_hits = min(max(counters[kCounterUnionHits], 0), hot);

@@ -22,7 +22,7 @@
 // After each round's lookups the CTA copies the rows it claimed in that round together
 // (block_copy_rows: all of them in flight at once).
 // After its last round's lookups (before that round's copy) the CTA counts itself in its request's
-// flags, bits 8-15, and triggers the dependent launch: the commit starts on that count.
+// flags, bits 8-15: the commit (launched at the gather's start) proceeds on that count.
 //
 // Padding rows (b >= num_real_reqs[0]) get -1 everywhere and miss_count 0; their state is untouched.
 #pragma once
@@ -196,6 +196,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) spec_gather_kernel(const
   __shared__ int32_t s_hits;
   __shared__ int32_t s_pending;
 
+  // The commit may launch at once (PDL): it waits for this request's lookup counts before it reads
+  // anything we write, and meanwhile translates the addresses of its request's state while only our
+  // lookups read device memory. Triggered after the lookups instead, its first loads queued behind the
+  // translations of our copies' host pages: in the decode regime batch 1's commit waited 9.5 us from the
+  // last lookup to its first phase, 2.4 warm (results/probes/b1-timeline-h200-20261205/).
+  if (threadIdx.x == 0) pdl_launch_dependents<kPdl>();
   const int tiles = p.gather_tiles;
   const int b = static_cast<int>(blockIdx.x) / tiles;
   const int tile = static_cast<int>(blockIdx.x) - b * tiles;
