@@ -376,7 +376,8 @@ __device__ __forceinline__ void wait_for_lookups(const SwapMultiParams& p, const
 // unused (asm volatile: kept, and never waited for). Issued before the wait for the lookup counts, so
 // that the address translation of each array is cached before the gather's copies fill the GPU's
 // translation machinery with host pages; the phases after the wait then find them (see the gather's
-// dependent-launch trigger).
+// dependent-launch trigger). It recomputes the slices the kernel names after the wait: naming them
+// before it kept them live across the wait's poll, +4 bytes of spill in every build (ptxas -v, sm_90).
 __device__ __forceinline__ void touch(const void* ptr) {
   uint32_t v;
   asm volatile("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(ptr));

@@ -196,11 +196,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) spec_gather_kernel(const
   __shared__ int32_t s_hits;
   __shared__ int32_t s_pending;
 
-  // The commit may launch at once (PDL): it waits for this request's lookup counts before it reads
-  // anything we write, and meanwhile translates the addresses of its request's state while only our
-  // lookups read device memory. Triggered after the lookups instead, its first loads queued behind the
-  // translations of our copies' host pages: in the decode regime batch 1's commit waited 9.5 us from the
-  // last lookup to its first phase, 2.4 warm (results/probes/b1-timeline-h200-20261205/).
+  // The commit may launch at once (PDL): it waits for its request's lookup counts, not for our copies,
+  // which it never reads (rows land in scratch rows it only renames), and meanwhile takes the address
+  // translations of its request's state while only our lookups read device memory. Triggered after the
+  // lookups instead, its first loads queued behind the translations of our copies' host pages: in the
+  // decode regime batch 1's commit waited 9.5 us from the last lookup to its first phase, 2.4 warm
+  // (results/probes/b1-timeline-h200-20261205/).
   if (threadIdx.x == 0) pdl_launch_dependents<kPdl>();
   const int tiles = p.gather_tiles;
   const int b = static_cast<int>(blockIdx.x) / tiles;
@@ -246,12 +247,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) spec_gather_kernel(const
         // pattern of cooperative groups' grid sync). The commit starts on the count.
         __threadfence();
         atomicAdd(counters + kCounterFlags, kFlagLookupsOne);
-        // This CTA past its lookups: once every CTA is, the commit may be scheduled. It waits for the
-        // counts of its request, not for our copies, which it never reads (rows land in scratch rows
-        // it only renames). Only this thread triggers, after its count (the first trigger of a CTA is
-        // the one that counts, PTX griddepcontrol), so the other threads start the copy at once instead
-        // of waiting at a barrier for this thread's fence.
-        pdl_launch_dependents<kPdl>();
       }
     }
     block_copy_rows<kThreads, kGatherInFlight>(p.host_cache, p.device_buffer, p.item_size_bytes, s_src, s_dst, s_rows);
