@@ -12,6 +12,17 @@ if ls "$wh"/*.whl >/dev/null 2>&1; then
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
+# Run files name the machine they ran on: unless the caller named it, derive it from the GPU (the node's
+# hostname says nothing about the card, and one name for every card would mix H100 and H200 runs).
+if [ -z "${HISPARSE_MACHINE:-}" ] && command -v nvidia-smi >/dev/null; then
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
+    *H200*) HISPARSE_MACHINE=h200-sxm ;;
+    *H100*PCIe*) HISPARSE_MACHINE=h100-pcie ;;
+    *H100*) HISPARSE_MACHINE=h100-sxm ;;
+    *H20*) HISPARSE_MACHINE=h20 ;;
+  esac
+  [ -n "${HISPARSE_MACHINE:-}" ] && export HISPARSE_MACHINE
+fi
 export HISPARSE_CACHE_DIR=${HISPARSE_CACHE_DIR:-$PWD/.cache/hisparse/jit}
 export PYTHONUNBUFFERED=1
 hisparse_bench() { python3 -m hisparse "$@"; }
