@@ -59,7 +59,7 @@ for s in "$@"; do
              # the per-commit trees for a node without git: runs then go to history-trees/, recorded later)
              n=${s#history:}
              if command -v git >/dev/null; then
-               step history bash -c "rm -rf /tmp/hs-repo && git clone -q -b main .bundle/main.bundle /tmp/hs-repo && cd /tmp/hs-repo && python3 -m hisparse history HEAD~$n..HEAD --results $OUT/history-results --machine \${HISPARSE_MACHINE:-$(hostname)} --python python3"
+               step history bash -c "rm -rf /tmp/hs-repo && git clone -q -b main .bundle/main.bundle /tmp/hs-repo && cd /tmp/hs-repo && python3 -m hisparse history HEAD~$n..HEAD --results $OUT/history-results --python python3"
              else
                step history-trees bash scripts/run_trees.sh .bundle/trees "$OUT/history-trees"
              fi ;;
@@ -67,7 +67,7 @@ for s in "$@"; do
              # of the carried bundle (scripts/pack_history.sh); the asv suite of HEAD measures the old tree
              sha=${s#replay:}
              step clone bash -c "rm -rf /tmp/hs-repo && git clone -q -b main .bundle/main.bundle /tmp/hs-repo"
-             step "history-$sha" bash -c "cd /tmp/hs-repo && python3 -m hisparse history $sha --results $OUT/history-results --machine \${HISPARSE_MACHINE:-$(hostname)} --python python3"
+             step "history-$sha" bash -c "cd /tmp/hs-repo && python3 -m hisparse history $sha --results $OUT/history-results --python python3"
              step "asv-$sha" bash -c "cd /tmp/hs-repo && full=\$(git rev-parse $sha) && rm -rf /tmp/asv-old && git worktree add -q --detach /tmp/asv-old \$full && export HOME=/tmp/asv-home PYTHONPATH=\$PWD/plugins/asv_bench_hisparse:\$PYTHONPATH HISPARSE_ASV_PATH=/tmp/asv-old:/tmp/site && mkdir -p \$HOME && python3 -m asv machine --yes --machine h200-sxm >/dev/null && python3 -m asv run -E existing:\$(command -v python3) --set-commit-hash \$full --machine h200-sxm --record-samples --show-stderr --bench MultiStep.gpu_time_swap && cp -r results/asv $OUT/asv-results" ;;
     ncu:*) case_id=${s#ncu:}
            step "ncu-$(echo "$case_id" | tr -c 'A-Za-z0-9_\n' '_' | cut -c1-60)" \
