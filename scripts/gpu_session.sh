@@ -68,7 +68,7 @@ for s in "$@"; do
              sha=${s#replay:}
              step clone bash -c "rm -rf /tmp/hs-repo && git clone -q -b main .bundle/main.bundle /tmp/hs-repo"
              step "history-$sha" bash -c "cd /tmp/hs-repo && python3 -m hisparse history $sha --results $OUT/history-results --python python3"
-             step "asv-$sha" bash -c "cd /tmp/hs-repo && full=\$(git rev-parse $sha) && rm -rf /tmp/asv-old && git worktree add -q --detach /tmp/asv-old \$full && export HOME=/tmp/asv-home PYTHONPATH=\$PWD/plugins/asv_bench_hisparse:\$PYTHONPATH HISPARSE_ASV_PATH=/tmp/asv-old:/tmp/site && mkdir -p \$HOME && python3 -m asv machine --yes --machine h200-sxm >/dev/null && python3 -m asv run -E existing:\$(command -v python3) --set-commit-hash \$full --machine h200-sxm --record-samples --show-stderr --bench MultiStep.gpu_time_swap && cp -r results/asv $OUT/asv-results" ;;
+             step "asv-$sha" bash -c "cd /tmp/hs-repo && full=\$(git rev-parse $sha) && rm -rf /tmp/asv-old && git worktree add -q --detach /tmp/asv-old \$full && export HOME=/tmp/asv-home PYTHONPATH=\$PWD/plugins/asv_bench_hisparse:\$PYTHONPATH HISPARSE_ASV_PATH=/tmp/asv-old:/tmp/site && mkdir -p \$HOME && python3 -m asv machine --yes --machine \${HISPARSE_MACHINE:-\$(hostname)} >/dev/null && python3 -m asv run -E existing:\$(command -v python3) --set-commit-hash \$full --machine \${HISPARSE_MACHINE:-\$(hostname)} --record-samples --show-stderr --bench MultiStep.gpu_time_swap && cp -r results/asv $OUT/asv-results" ;;
     ncu:*) case_id=${s#ncu:}
            step "ncu-$(echo "$case_id" | tr -c 'A-Za-z0-9_\n' '_' | cut -c1-60)" \
              timeout 240 ncu --clock-control none --target-processes all -k "regex:spec_(gather|commit)_kernel" --launch-skip 8 --launch-count 2 \
