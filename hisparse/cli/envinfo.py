@@ -90,6 +90,9 @@ def collect() -> dict:
         "gpu": meta.get("gpu"),
         "compute_capability": meta.get("compute_capability"),
         "driver": meta.get("driver"),
+        "cpu": meta.get("cpu"),
+        "iommu": meta.get("iommu"),  # translations of host pages cost what the host makes them cost
+        "hypervisor": meta.get("hypervisor"),
         "nvcc": str(nvcc) if nvcc else None,  # the real compiler (wrapper scripts resolved)
         "nvcc_on_path": shutil.which("nvcc"),
         "nvcc_version": _safe(lambda: hs_env.NVCC_VERSION) if nvcc else None,

@@ -40,7 +40,12 @@ REGISTRY: dict[str, MetadataKey] = {
     "hisparse": MetadataKey(str, None, "package version"),
     "l2_bytes": MetadataKey(int, "bytes", "L2 cache size of the GPU"),
     "sm_count": MetadataKey(int, None, "streaming multiprocessors"),
-    "cpu": MetadataKey(str, None, "processor description (reference backend timings depend on it)"),
+    "cpu": MetadataKey(str, None, "processor model (/proc/cpuinfo's model name, else the architecture)"),
+    # A swap pays per host page the GPU translates, and how much a translation costs is the host's:
+    # two H100 SXM nodes with the same 55 GB/s pinned copy gathered the same scattered rows up to 1.75x
+    # apart (docs/perf-notes.md, 2026-12-06). These say which host a run had.
+    "iommu": MetadataKey(str, None, "'off' (no IOMMU groups), or 'on' and the kernel's iommu options"),
+    "hypervisor": MetadataKey(bool, None, "the kernel runs under a hypervisor (cpuinfo's flag)"),
     # written by the sweep (hisparse/bench/host_sweep.py), on a kernel backend only
     "host_memory": MetadataKey(dict, None, "host pools: huge pages asked and got, NUMA nodes, each kind's arena"),
 }
@@ -116,6 +121,40 @@ def _driver_version() -> str | None:
     return out.splitlines()[0].strip() if out else None
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def host_description(root: Path = Path("/")) -> dict:
+    """``cpu``, ``iommu`` and ``hypervisor`` of this host, read from /proc and /sys under ``root``.
+
+    Each is None where the files are absent (not Linux, a sandbox); ``cpu`` then falls back to the
+    architecture."""
+    cpuinfo = _read(root / "proc" / "cpuinfo")
+    model = flags = None
+    for line in (cpuinfo or "").splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and model is None:
+            model = value.strip() or None
+        elif key == "flags" and flags is None:
+            flags = value.split()
+    iommu = None
+    groups = root / "sys" / "kernel" / "iommu_groups"
+    if (root / "sys" / "kernel").is_dir():
+        on = groups.is_dir() and any(groups.iterdir())
+        options = [t for t in (_read(root / "proc" / "cmdline") or "").split() if "iommu" in t]
+        iommu = ("on" if on else "off") + (f" ({' '.join(options)})" if options else "")
+    return {
+        "cpu": model or platform.processor() or platform.machine() or None,
+        "iommu": iommu,
+        "hypervisor": None if flags is None else "hypervisor" in flags,
+    }
+
+
 def collect_environment(device: str = "cpu") -> dict:
     """Metadata of this process for a run on ``device`` ("cuda" or "cpu")."""
     import torch  # noqa: PLC0415
@@ -137,7 +176,7 @@ def collect_environment(device: str = "cpu") -> dict:
         "hisparse": env.VERSION,
         "l2_bytes": None,
         "sm_count": None,
-        "cpu": platform.processor() or platform.machine() or None,
+        **host_description(),
     }
     if device == "cuda" and torch.cuda.is_available():
         idx = torch.cuda.current_device()

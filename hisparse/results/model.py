@@ -529,7 +529,9 @@ class RunRecord:
 #     Later v2 additions (older v2 readers ignore them): "counterpart_link" {"case_id", "ratio"} on our
 #     case that has sglang's counterpart in the run (2026-12, issue 12: ratio = median ours / median
 #     sglang's; absent: no counterpart in the run). "work.host_bytes_per_call" (2026-12-01: distinct
-#     host rows' bytes read per call; absent: not counted).
+#     host rows' bytes read per call; absent: not counted). "environment.iommu" and
+#     "environment.hypervisor", and "environment.cpu" as the processor model instead of the
+#     architecture (2026-12-06: absent, or "x86_64", in older files).
 #     Upgrade (_UPGRADES[1], _case_v1_to_v2): rounds from timing.samples_per_round (absent: one),
 #     their process from timing.samples_per_process (absent: one); warm-ups, clock lists and
 #     placements split by round where their lengths line up, else kept whole on the first run.

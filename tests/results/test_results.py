@@ -472,3 +472,45 @@ def test_an_explicit_commit_wins_over_the_checkouts_git(tmp_path, monkeypatch):
     assert metadata.git_info(repo) == ("9" * 40, None)
     monkeypatch.delenv("HISPARSE_GIT_COMMIT")
     assert metadata.git_info(tmp_path / "nowhere") == (None, None)
+
+
+def _fake_host(root, cpuinfo=None, cmdline=None, groups=None):
+    """A /proc and /sys under ``root`` holding what host_description reads."""
+    (root / "proc").mkdir(parents=True)
+    (root / "sys" / "kernel").mkdir(parents=True)
+    if cpuinfo is not None:
+        (root / "proc" / "cpuinfo").write_text(cpuinfo)
+    if cmdline is not None:
+        (root / "proc" / "cmdline").write_text(cmdline)
+    if groups is not None:
+        (root / "sys" / "kernel" / "iommu_groups").mkdir()
+        for g in range(groups):
+            (root / "sys" / "kernel" / "iommu_groups" / str(g)).mkdir()
+    return root
+
+
+CPUINFO = (
+    "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480C\nflags\t\t: fpu vme sse2 hypervisor\n\n"
+    "processor\t: 1\nmodel name\t: Intel(R) Xeon(R) Platinum 8480C\nflags\t\t: fpu vme sse2 hypervisor\n"
+)
+
+
+def test_host_description_reads_the_cpu_model_iommu_and_hypervisor(tmp_path):
+    from hisparse.results import metadata
+
+    host = _fake_host(tmp_path / "a", CPUINFO, "BOOT_IMAGE=/vmlinuz ro intel_iommu=on iommu=pt quiet\n", groups=3)
+    assert metadata.host_description(host) == {
+        "cpu": "Intel(R) Xeon(R) Platinum 8480C", "iommu": "on (intel_iommu=on iommu=pt)", "hypervisor": True}
+    bare = _fake_host(tmp_path / "b", "model name\t: AMD EPYC 9654\nflags\t\t: fpu sse2\n", "ro quiet\n", groups=0)
+    assert metadata.host_description(bare) == {"cpu": "AMD EPYC 9654", "iommu": "off", "hypervisor": False}
+
+
+def test_host_description_is_none_where_the_files_are_absent(tmp_path):
+    import platform
+
+    from hisparse.results import metadata
+
+    got = metadata.host_description(tmp_path / "nothing")
+    assert got["iommu"] is None and got["hypervisor"] is None
+    assert got["cpu"] == (platform.processor() or platform.machine() or None)
+    assert metadata.validate(got) == []
