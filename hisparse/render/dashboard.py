@@ -30,7 +30,7 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.files import write_atomic
 from hisparse.render.plots import impl_style
-from hisparse.render.text import modes_text
+from hisparse.render.text import host_text, modes_text
 from hisparse.results import axes as case_axes
 from hisparse.track.changes import change_words
 from hisparse.results.model import reread_share
@@ -483,7 +483,7 @@ def _run_facts(r: RunFile) -> list[str]:
     gpu = " ".join(x for x in (env.get("gpu"), f"driver {env['driver']}" if env.get("driver") else None) if x)
     facts = [f"machine {r.machine}", f"backend {r.data.get('backend') or '-'}", gpu,
              f"torch {env['torch']}" if env.get("torch") else "", f"config {cfg.get('name') or '-'}",
-             f"created {r.data.get('created') or '-'}"]
+             f"host {host_text(env)}" if host_text(env) else "", f"created {r.data.get('created') or '-'}"]
     return [f for f in facts if f]
 
 

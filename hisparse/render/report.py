@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hisparse.render.text import num, table
+from hisparse.render.text import host_text, num, table
 from hisparse.results import axes as case_axes
 from hisparse.results.model import CaseResult, RunRecord
 
@@ -79,7 +79,8 @@ def run_heading(named: Named, level: int = 2) -> str:
     if r.finished:
         span += "-" + r.finished.split("T")[1].replace("Z", "")
     machine = (f"{env.get('machine', '?')} ({env.get('gpu', '?')}, driver {env.get('driver', '?')}, "
-               f"CUDA {env.get('cuda_runtime', '?')}, torch {env.get('torch', '?')})")
+               f"CUDA {env.get('cuda_runtime', '?')}, torch {env.get('torch', '?')}"
+               + (f"; host {host_text(env)}" if host_text(env) else "") + ")")
     h2d = (r.floors or {}).get("pinned_h2d_gbps")
     lines = [f"{'#' * level} `{r.config.get('name', '?')}`: `{named.path}`", "",
              f"Commit {commit}{dirty}; {span} UTC; machine {machine}; backend {r.backend}; "

@@ -71,6 +71,16 @@ def ratio(x: Any) -> str:
     return num(x, ".2f") + ("x" if x is not None else "")
 
 
+def host_text(env: dict) -> str | None:
+    """The host a run had ("AMD EPYC 9654, IOMMU off, hypervisor yes"); None for a file written before
+    run files described it (no "iommu" key). It sets the rate of a scattered gather
+    (docs/perf-notes.md, 2026-12-06)."""
+    if "iommu" not in env:
+        return None
+    hyp = {True: "yes", False: "no"}.get(env.get("hypervisor"), "unknown")
+    return f"{env.get('cpu') or 'unknown'}, IOMMU {env.get('iommu') or 'unknown'}, hypervisor {hyp}"
+
+
 def run_header(run: RunRecord) -> str:
     env = run.environment
     cfg = run.config
@@ -85,6 +95,9 @@ def run_header(run: RunRecord) -> str:
     pinned = run.floors.get("pinned_h2d_gbps")
     lines.append(f"pinned host->device bandwidth: {num(pinned, '.1f')} GB/s" if pinned is not None
                  else f"pinned host->device bandwidth: {run.floors.get('note') or 'n/a'}")
+    host = host_text(env)
+    if host and run.backend != "reference":
+        lines.append(f"host: {host}")
     if run.backend == "reference":
         lines.append(REFERENCE_NOTE)
     return "\n".join(lines)

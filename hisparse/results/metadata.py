@@ -53,6 +53,10 @@ REGISTRY: dict[str, MetadataKey] = {
 # Keys that must match for results to be merged into one run file (resume).
 CHECKED_KEYS = ("machine", "gpu", "driver", "cuda_runtime", "torch", "git_commit")
 
+# The host's description: `compare` warns when two runs differ in it. Not checked on resume: files
+# written before 2026-12-06 lack "iommu" and "hypervisor" and hold the architecture in "cpu".
+HOST_KEYS = ("cpu", "iommu", "hypervisor")
+
 
 def validate(environment: dict) -> list[str]:
     """Type problems of an environment dict (unknown keys are allowed: newer writers may add some)."""

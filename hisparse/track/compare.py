@@ -157,10 +157,15 @@ def incomparable(run_a: RunRecord, run_b: RunRecord) -> list[str]:
 
 
 def comparability_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
-    """Other differences that may move the numbers (machine, driver, torch, ...). The commit is
+    """Other differences that may move the numbers (machine, driver, torch, the host, ...). The commit is
     expected to differ in an A/B comparison, and backend/GPU are ``incomparable``'s, so neither is listed."""
     keys = tuple(k for k in metadata.CHECKED_KEYS if k not in ("git_commit", "gpu"))
-    return metadata.mismatches(run_a.environment, run_b.environment, keys)
+    out = metadata.mismatches(run_a.environment, run_b.environment, keys)
+    # Two nodes of one machine name can have hosts that gather scattered rows at different rates
+    # (hisparse/results/metadata.py, "iommu"). Only files that describe their host ("iommu" recorded) can say so.
+    if all("iommu" in run.environment for run in (run_a, run_b)):
+        out += metadata.mismatches(run_a.environment, run_b.environment, metadata.HOST_KEYS)
+    return out
 
 
 def any_regression(verdicts: list[Verdict]) -> bool:

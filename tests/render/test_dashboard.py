@@ -485,3 +485,17 @@ def test_index_names_the_layer_regime_of_each_benchmark(tmp_path):
     rows = {r[0]: r for r in Page((out / "index.html").read_text()).rows if r and "/" in r[0]}
     assert rows["multi_step/serving/b1/s4/k2048/h4096/i576/pdl1/layers=8"][2] == "decode L=8"
     assert rows["multi_step/serving/b1/s4/k2048/h4096/i576/pdl1"][2] == "warm"
+
+
+def test_commit_page_names_the_host_where_the_run_recorded_it(tmp_path):
+    results = tmp_path / "results"
+    medians = {"multi_step": 100.0, "lru_sequential": 300.0}
+    old = make_run(fake_commit(0), T0, medians)
+    new = make_run(fake_commit(1), T0 + timedelta(days=1), medians)
+    new["environment"].update(cpu="AMD EPYC 9654", iommu="off", hypervisor=False)
+    write_run(results, old)
+    write_run(results, new)
+    out = tmp_path / "site"
+    build_site(results, out, make_plots=False)
+    assert "host " not in (out / "commit" / f"{fake_commit(0)[:12]}.html").read_text()
+    assert "host AMD EPYC 9654, IOMMU off, hypervisor no" in (out / "commit" / f"{fake_commit(1)[:12]}.html").read_text()

@@ -136,3 +136,12 @@ def test_run_summary_shows_the_layer_regime_noise_and_the_warm_gather():
     # b8: a 12 us spread on 80 us is 7.5% IQR / median, beyond the gate's 5%
     assert "warning: 1 case(s) noisier than the gate's 5.0% threshold (IQR / median): " \
            "multi_step/serving/b8/s4/k2048/h4096/i576/pdl1/layers=8 (7.5%)" in out
+
+
+def test_run_header_names_the_host_where_the_run_recorded_it():
+    from dataclasses import replace  # noqa: PLC0415
+
+    old = _run("r", [])
+    assert "host:" not in text.run_header(old)  # files before 2026-12-06 do not describe their host
+    new = replace(old, environment={**old.environment, "cpu": "AMD EPYC 9654", "iommu": "off", "hypervisor": True})
+    assert text.run_header(new).splitlines()[-1] == "host: AMD EPYC 9654, IOMMU off, hypervisor yes"

@@ -35,6 +35,14 @@ def test_each_run_heading_names_file_commit_date_and_machine(default_data):
         assert want in facts, facts
 
 
+def test_the_heading_names_the_host_where_the_run_file_records_it(default_data):
+    assert "; host " not in document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
+    data = copy.deepcopy(default_data)
+    data["environment"].update(cpu="AMD EPYC 9654", iommu="on (iommu=pt)", hypervisor=False)
+    doc = document([Named(DEFAULT, run_from_dict(data))])
+    assert "torch 2.11.0+cu130; host AMD EPYC 9654, IOMMU on (iommu=pt), hypervisor no)" in doc
+
+
 def test_the_serving_grid_row_holds_the_run_files_medians_and_floor(default_data):
     doc = document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
     serving = doc.split("### `serving`", 1)[1].split("###", 1)[0]

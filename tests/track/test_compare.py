@@ -246,3 +246,16 @@ def test_cli_compare_prints_ours_vs_sglang_when_both_runs_have_pairs(tmp_path):
     r = _cli(a, b)
     assert "| ms/b1 | 0.900 | 1.050 |" in r.output.splitlines()
     assert "ours faster in A: 1 of 1 pairs, in B: 0 of 1" in r.output
+
+
+def test_a_different_host_is_a_warning_where_both_runs_describe_their_host():
+    env = {"machine": "h100-sxm", "gpu": "NVIDIA H200", "cpu": "AMD EPYC 9654", "iommu": "off", "hypervisor": False}
+    a = replace(_run("A", []), environment=env)
+    b = replace(_run("B", []), environment={**env, "cpu": "Intel(R) Xeon(R) Platinum 8480C", "iommu": "on (iommu=pt)"})
+    assert incomparable(a, b) == []
+    assert comparability_warnings(a, b) == [
+        "cpu: 'AMD EPYC 9654' != 'Intel(R) Xeon(R) Platinum 8480C'", "iommu: 'off' != 'on (iommu=pt)'"]
+    assert comparability_warnings(a, replace(a, run_id="A2")) == []
+    # a file from before the host was recorded holds the architecture in "cpu": no warning from it
+    old = replace(_run("O", []), environment={"machine": "h100-sxm", "gpu": "NVIDIA H200", "cpu": "x86_64"})
+    assert comparability_warnings(a, old) == []
