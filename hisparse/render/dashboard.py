@@ -481,9 +481,10 @@ def _run_facts(r: RunFile) -> list[str]:
     """What a run ran on; facts the run did not record (a CPU run has no GPU or driver) are left out."""
     env, cfg = r.environment, r.data.get("config") or {}
     gpu = " ".join(x for x in (env.get("gpu"), f"driver {env['driver']}" if env.get("driver") else None) if x)
+    host = host_text(env)
     facts = [f"machine {r.machine}", f"backend {r.data.get('backend') or '-'}", gpu,
              f"torch {env['torch']}" if env.get("torch") else "", f"config {cfg.get('name') or '-'}",
-             f"host {host_text(env)}" if host_text(env) else "", f"created {r.data.get('created') or '-'}"]
+             f"host {host}" if host else "", f"created {r.data.get('created') or '-'}"]
     return [f for f in facts if f]
 
 

@@ -78,9 +78,10 @@ def run_heading(named: Named, level: int = 2) -> str:
     span = r.created.replace("T", " ").replace("Z", "")
     if r.finished:
         span += "-" + r.finished.split("T")[1].replace("Z", "")
+    host = host_text(env)
     machine = (f"{env.get('machine', '?')} ({env.get('gpu', '?')}, driver {env.get('driver', '?')}, "
                f"CUDA {env.get('cuda_runtime', '?')}, torch {env.get('torch', '?')}"
-               + (f"; host {host_text(env)}" if host_text(env) else "") + ")")
+               + (f"; host {host}" if host else "") + ")")
     h2d = (r.floors or {}).get("pinned_h2d_gbps")
     lines = [f"{'#' * level} `{r.config.get('name', '?')}`: `{named.path}`", "",
              f"Commit {commit}{dirty}; {span} UTC; machine {machine}; backend {r.backend}; "

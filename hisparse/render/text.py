@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from hisparse import stats
-from hisparse.results import axes
+from hisparse.results import axes, metadata
 from hisparse.track.changes import Change, GeoMean, change_words
 from hisparse.track.compare import within
 from hisparse.results.model import RunRecord, reread_share
@@ -73,9 +73,8 @@ def ratio(x: Any) -> str:
 
 def host_text(env: dict) -> str | None:
     """The host a run had ("AMD EPYC 9654, IOMMU off, hypervisor yes"); None for a file written before
-    run files described it (no "iommu" key). It sets the rate of a scattered gather
-    (docs/perf-notes.md, 2026-12-06)."""
-    if "iommu" not in env:
+    run files described it. It sets the rate of a scattered gather (docs/perf-notes.md, 2026-12-06)."""
+    if not metadata.records_host(env):
         return None
     hyp = {True: "yes", False: "no"}.get(env.get("hypervisor"), "unknown")
     return f"{env.get('cpu') or 'unknown'}, IOMMU {env.get('iommu') or 'unknown'}, hypervisor {hyp}"
@@ -96,10 +95,10 @@ def run_header(run: RunRecord) -> str:
     lines.append(f"pinned host->device bandwidth: {num(pinned, '.1f')} GB/s" if pinned is not None
                  else f"pinned host->device bandwidth: {run.floors.get('note') or 'n/a'}")
     host = host_text(env)
-    if host and run.backend != "reference":
-        lines.append(f"host: {host}")
     if run.backend == "reference":
         lines.append(REFERENCE_NOTE)
+    elif host:
+        lines.append(f"host: {host}")
     return "\n".join(lines)
 
 

@@ -58,6 +58,11 @@ CHECKED_KEYS = ("machine", "gpu", "driver", "cuda_runtime", "torch", "git_commit
 HOST_KEYS = ("cpu", "iommu", "hypervisor")
 
 
+def records_host(environment: dict) -> bool:
+    """Whether a run file describes its host: "iommu" marks a writer of 2026-12-06 or later."""
+    return "iommu" in environment
+
+
 def validate(environment: dict) -> list[str]:
     """Type problems of an environment dict (unknown keys are allowed: newer writers may add some)."""
     problems = []

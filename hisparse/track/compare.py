@@ -162,8 +162,8 @@ def comparability_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
     keys = tuple(k for k in metadata.CHECKED_KEYS if k not in ("git_commit", "gpu"))
     out = metadata.mismatches(run_a.environment, run_b.environment, keys)
     # Two nodes of one machine name can have hosts that gather scattered rows at different rates
-    # (hisparse/results/metadata.py, "iommu"). Only files that describe their host ("iommu" recorded) can say so.
-    if all("iommu" in run.environment for run in (run_a, run_b)):
+    # (metadata.HOST_KEYS). Only files that describe their host can say so.
+    if metadata.records_host(run_a.environment) and metadata.records_host(run_b.environment):
         out += metadata.mismatches(run_a.environment, run_b.environment, metadata.HOST_KEYS)
     return out
 
