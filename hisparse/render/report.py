@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hisparse.render.text import host_text, num, table
+from hisparse.render.text import host_text, num, resume_text, table
 from hisparse.results import axes as case_axes
 from hisparse.results.model import CaseResult, RunRecord
 
@@ -88,6 +88,7 @@ def run_heading(named: Named, level: int = 2) -> str:
              f"pinned host->device {num(h2d, '.1f')} GB/s; {ok} of {len(r.cases)} cases ok."]
     if r.backend == "reference":
         lines.append("Reference backend: PyTorch-on-CPU times, not kernel times.")
+    lines += [f"Resumed{resume_text(x)[len('resumed'):]}." for x in r.resumes]
     lines += not_timed([c for c in r.cases if not c.ok])
     return "\n".join(lines)
 

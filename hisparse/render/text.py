@@ -99,7 +99,25 @@ def run_header(run: RunRecord) -> str:
         lines.append(REFERENCE_NOTE)
     elif host:
         lines.append(f"host: {host}")
+    lines += [resume_text(r) for r in run.resumes]
     return "\n".join(lines)
+
+
+def resume_text(resume: Any) -> str:
+    """One --resume of the run: when, how many cases it timed, and what it found different (a resumed
+    session may run on another machine start: its cases' ratios to the creating session's are cross-start)."""
+    found = ", ".join(f"{k} {v!r}" for k, v in sorted(resume.environment.items()))
+    return (f"resumed {resume.started}: {len(resume.cases)} case(s) timed then, "
+            + (f"environment differs: {found}" if found else "environment as recorded"))
+
+
+def cross_session(run: RunRecord, case_id: str, other: str) -> bool:
+    """Whether two cases of the run were timed by different sessions of it (one of them by a resume)."""
+    return bool(run.resumes) and run.session_of(case_id) != run.session_of(other)
+
+
+CROSS_NOTE = ("+ across sessions: the two cases of this ratio were timed by different sessions of this resumed"
+              " run (see `resumed` above), possibly on different machine starts.")
 
 
 def run_table(run: RunRecord) -> str:
@@ -108,10 +126,12 @@ def run_table(run: RunRecord) -> str:
     kernel_times = run.backend != "reference"
     # the warm gather column only where the engine recorded it (floors.gather_warm_us: L = 1's gather)
     warm_col = any(axes.gather_warm_us(c.floor) for c in run.cases if c.ok)
-    rows, reread = [], []
+    rows, reread, crossed = [], [], 0
     for c in run.cases:
         if not c.ok:
             continue
+        cross = c.speedup is not None and cross_session(run, c.case_id, c.speedup_link.baseline)
+        crossed += cross
         s, d, w = c.stats or {}, c.derived or {}, c.work or {}
         share = reread_share(w) if d.get("over_pcie_floor") is not None else None
         if share is not None:
@@ -124,7 +144,7 @@ def run_table(run: RunRecord) -> str:
             ratio(d.get("over_gather_floor") if kernel_times else None),
         ] + ([ratio(c.median_us / warm if warm and kernel_times else None)] if warm_col else []) + [
             num(d.get("gbps") if kernel_times else None, ".3g"),
-            ratio(c.speedup),
+            ratio(c.speedup) + ("+" if cross else ""),
             num(w.get("unique_misses_per_call"), ".0f"),
         ])
     if not rows:
@@ -139,6 +159,8 @@ def run_table(run: RunRecord) -> str:
         out += (f"\n* rows read more than once: the PCIe floor counts every row a call copies, but these cases"
                 f" read only {lo if lo == hi else f'{lo}-{hi}'} of them as distinct host rows (requests or"
                 f" layers share rows), and a re-read row need not cross the link, so the case can run under it.")
+    if crossed:
+        out += "\n" + CROSS_NOTE
     return out
 
 
@@ -198,21 +220,23 @@ def faster_line(ratios: Iterable[float | None], what: str = "pairs") -> str:
 def vs_sglang_table(run: RunRecord) -> str:
     """Our cases next to sglang's doing the same work (the engine's stored ``counterpart_link``):
     both medians and ours/sglang; "" when the run has no such pair."""
-    rows, ratios = [], []
+    rows, ratios, crossed = [], [], 0
     for c in run.cases:
         link = c.counterpart_link
         if link is None:
             continue
         theirs = run.case(link.case_id)
+        cross = link.ratio is not None and cross_session(run, c.case_id, link.case_id)
+        crossed += cross
         ratios.append(link.ratio)
         rows.append([str(c.params.get("implementation") or c.case_id.split("/")[0]), _without_impl(c.case_id),
                      us(c.median_us), us(theirs.median_us if theirs is not None and theirs.ok else None),
-                     num(link.ratio, ".3f")])
+                     num(link.ratio, ".3f") + ("+" if cross else "")])
     if not rows:
         return ""
     return ("ours vs sglang (median time per call; ours/sglang < 1: ours faster):\n"
             + table(["ours", "case", "ours us", "sglang us", "ours/sglang"], rows, "llrrr")
-            + "\n" + faster_line(ratios))
+            + "\n" + faster_line(ratios) + (f"\n{CROSS_NOTE} ({crossed} pair(s))" if crossed else ""))
 
 
 def run_summary(run: RunRecord, noise_threshold: float = 0.05) -> str:

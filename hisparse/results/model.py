@@ -443,8 +443,37 @@ def _refuse_duplicate_ids(cases: tuple[CaseResult, ...]) -> None:
 
 
 @dataclass(frozen=True)
+class Resume:
+    """One ``--resume`` of a run file: when it started, the environment keys it found different from
+    the file's (those checked on resume never differ; the host, the JIT cache, ... may), and the cases
+    it timed. A resumed run may have timed its cases on another machine start than their baselines and
+    counterparts: readers say so (2026-12-06: a vs-sglang run finished on a second H100 start)."""
+
+    started: str
+    environment: dict
+    cases: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"started": self.started, "environment": self.environment, "cases": list(self.cases)}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> "Resume":
+        if not isinstance(data, dict):
+            raise ResultFormatError(f"{where} must be an object (started, environment, cases), got {data!r}")
+        started, env, cases = data.get("started"), data.get("environment", {}), data.get("cases", [])
+        if not isinstance(started, str):
+            raise ResultFormatError(f"{where}.started must be a UTC time string, got {started!r}")
+        if not isinstance(env, dict):
+            raise ResultFormatError(f"{where}.environment must be an object (key: the resuming value), got {env!r}")
+        if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
+            raise ResultFormatError(f"{where}.cases must be a list of case ids, got {cases!r}")
+        return cls(started, env, tuple(cases))
+
+
+@dataclass(frozen=True)
 class RunRecord:
-    """A whole run file. ``finished`` is None while the sweep runs or after an interruption."""
+    """A whole run file. ``finished`` is None while the sweep runs or after an interruption;
+    ``resumes``: one entry per ``--resume`` that continued it."""
 
     run_id: str
     created: str
@@ -455,6 +484,7 @@ class RunRecord:
     cases: tuple[CaseResult, ...] = ()
     finished: str | None = None
     schema_version: int = SCHEMA_VERSION
+    resumes: tuple[Resume, ...] = ()
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -467,6 +497,13 @@ class RunRecord:
 
     def case_ids(self) -> list[str]:
         return [c.case_id for c in self.cases]
+
+    def session_of(self, case_id: str) -> int:
+        """Which session timed the case: 0 the one that created the file, k the k-th resume."""
+        for k in range(len(self.resumes), 0, -1):
+            if case_id in self.resumes[k - 1].cases:
+                return k
+        return 0
 
     def case(self, case_id: str) -> CaseResult | None:
         for c in self.cases:
@@ -493,11 +530,16 @@ class RunRecord:
 
     def to_dict(self) -> dict:
         # Key order of docs/results-format.md.
-        return _clean({
+        data = {
             "schema_version": SCHEMA_VERSION,  # the writer writes the current version only
             "run_id": self.run_id,
             "created": self.created,
             "finished": self.finished,
+        }
+        if self.resumes:  # absent when never resumed: such a file reads as it did before the key existed
+            data["resumes"] = [r.to_dict() for r in self.resumes]
+        return _clean({
+            **data,
             "backend": self.backend,
             "config": self.config,
             "environment": self.environment,
@@ -531,7 +573,9 @@ class RunRecord:
 #     sglang's; absent: no counterpart in the run). "work.host_bytes_per_call" (2026-12-01: distinct
 #     host rows' bytes read per call; absent: not counted). "environment.iommu" and
 #     "environment.hypervisor", and "environment.cpu" as the processor model instead of the
-#     architecture (2026-12-06: absent, or "x86_64", in older files).
+#     architecture (2026-12-06: absent, or "x86_64", in older files). "resumes" [{"started",
+#     "environment", "cases"}] (2026-12-06: one per --resume; absent: never resumed, or resumed
+#     before the key existed, so every case reads as timed by the session that created the file).
 #     Upgrade (_UPGRADES[1], _case_v1_to_v2): rounds from timing.samples_per_round (absent: one),
 #     their process from timing.samples_per_process (absent: one); warm-ups, clock lists and
 #     placements split by round where their lengths line up, else kept whole on the first run.
@@ -695,12 +739,18 @@ def run_from_dict(data: dict) -> RunRecord:
             run_id=data["run_id"], created=data["created"], finished=data.get("finished"),
             backend=data["backend"], config=data["config"] or {}, environment=data["environment"],
             floors=data.get("floors") or {}, cases=tuple(CaseResult.from_dict(c) for c in data["cases"]),
-            schema_version=data["schema_version"],
+            schema_version=data["schema_version"], resumes=_resumes(data.get("resumes", [])),
         )
     except TypeError as e:  # a field of the wrong shape
         raise ResultFormatError(f"run file: {e}") from e
     _refuse_duplicate_ids(record.cases)
     return record
+
+
+def _resumes(data: Any) -> tuple[Resume, ...]:
+    if not isinstance(data, list):
+        raise ResultFormatError(f"run file: resumes must be a list (one object per --resume), got {data!r}")
+    return tuple(Resume.from_dict(r, f"resumes[{i}]") for i, r in enumerate(data))
 
 
 def load_run(path: str | os.PathLike) -> RunRecord:
@@ -744,6 +794,7 @@ class RunWriter:
         self.path = Path(path)
         self.record = record
         self._kept: dict[str, tuple[CaseResult, dict]] = {}  # resume: case id -> (as loaded, its entry as read)
+        self._resuming = False  # resume: add() lists each case in the file's last "resumes" entry
 
     @classmethod
     def create(cls, path: str | os.PathLike, record: RunRecord, *, exclusive: bool = True) -> "RunWriter":
@@ -770,7 +821,10 @@ class RunWriter:
             diff = metadata.mismatches(record.environment, environment)
             if diff:
                 raise ResultFormatError(f"{path}: cannot resume on a different environment: " + "; ".join(diff))
-        writer = cls(path, replace(record, finished=None))
+        found = {k: v for k, v in (environment or {}).items() if record.environment.get(k) != v}
+        resumed = replace(record, finished=None, resumes=record.resumes + (Resume(utc_now(), found),))
+        writer = cls(path, resumed)
+        writer._resuming = True
         if entries is not None:
             writer._kept = {c.case_id: (c, e) for c, e in zip(record.cases, entries)}
         return writer
@@ -780,10 +834,15 @@ class RunWriter:
         return set(self.record.case_ids())
 
     def add(self, result: CaseResult) -> None:
-        self.record = self.record.with_case(result)
-        self.flush()
+        self.replace_record(self.record.with_case(result))
 
     def replace_record(self, record: RunRecord) -> None:
+        if self._resuming:  # a case the file did not hold was timed by this session: the last resume lists it
+            had = set(self.record.case_ids())
+            new = tuple(cid for cid in record.case_ids() if cid not in had)
+            if new:
+                last = record.resumes[-1]
+                record = replace(record, resumes=record.resumes[:-1] + (replace(last, cases=last.cases + new),))
         self.record = record
         self.flush()
 

@@ -499,3 +499,15 @@ def test_commit_page_names_the_host_where_the_run_recorded_it(tmp_path):
     build_site(results, out, make_plots=False)
     assert "host " not in (out / "commit" / f"{fake_commit(0)[:12]}.html").read_text()
     assert "host AMD EPYC 9654, IOMMU off, hypervisor no" in (out / "commit" / f"{fake_commit(1)[:12]}.html").read_text()
+
+
+def test_commit_page_says_a_run_was_resumed(tmp_path):
+    """A resumed run's cases may come from different machine starts (2026-12-06): its page says so."""
+    results = tmp_path / "results"
+    run = make_run(fake_commit(0), T0, {"multi_step": 100.0, "lru_sequential": 300.0})
+    run["resumes"] = [{"started": "2026-12-06T06:20:00Z", "environment": {"cpu": "other"},
+                       "cases": [run["cases"][-1]["case_id"]]}]
+    write_run(results, run)
+    out = tmp_path / "site"
+    build_site(results, out, make_plots=False)
+    assert "resumed 1 time(s), 1 case(s) timed by a resume" in (out / "commit" / f"{fake_commit(0)[:12]}.html").read_text()

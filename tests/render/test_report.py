@@ -43,6 +43,15 @@ def test_the_heading_names_the_host_where_the_run_file_records_it(default_data):
     assert "torch 2.11.0+cu130; host AMD EPYC 9654, IOMMU on (iommu=pt), hypervisor no)" in doc
 
 
+def test_the_heading_names_a_resume_and_the_cases_it_timed(default_data):
+    assert "Resumed" not in document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
+    data = copy.deepcopy(default_data)
+    last = data["cases"][-1]["case_id"]
+    data["resumes"] = [{"started": "2026-12-06T06:20:00Z", "environment": {}, "cases": [last]}]
+    doc = document([Named(DEFAULT, run_from_dict(data))])
+    assert "Resumed 2026-12-06T06:20:00Z: 1 case(s) timed then, environment as recorded." in doc
+
+
 def test_the_serving_grid_row_holds_the_run_files_medians_and_floor(default_data):
     doc = document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
     serving = doc.split("### `serving`", 1)[1].split("###", 1)[0]

@@ -401,14 +401,19 @@ def _baseline_of(params):
     return "lru/1"
 
 
+def _interrupted_sweep(path, cases, fail_at):
+    """A sweep of ``cases`` into a new run file at ``path``, interrupted when it reaches ``fail_at``."""
+    writer = RunWriter.create(path, _record())
+    with pytest.raises(_Interrupt):
+        for _ in measure.run_sweep(cases, None, writer, floors=NOT_APPLICABLE, run=_fake_run(fail_at=fail_at),
+                                   baseline_of=_baseline_of):
+            pass
+
+
 def test_resume_after_interrupted_sweep(tmp_path):
     cases = [_FakeCase("lru/1"), _FakeCase("ms/1"), _FakeCase("ms/2"), _FakeCase("ms/3")]
     path = tmp_path / "run.json"
-    writer = RunWriter.create(path, _record())
-    with pytest.raises(_Interrupt):
-        for _ in measure.run_sweep(cases, None, writer, floors=NOT_APPLICABLE, run=_fake_run(fail_at="ms/2"),
-                                   baseline_of=_baseline_of):
-            pass
+    _interrupted_sweep(path, cases, fail_at="ms/2")
     partial = load_run(path)
     assert partial.finished is None
     assert partial.case_ids() == ["lru/1", "ms/1"]  # every finished case kept
@@ -514,3 +519,49 @@ def test_host_description_is_none_where_the_files_are_absent(tmp_path):
     assert got["iommu"] is None and got["hypervisor"] is None
     assert got["cpu"] == (platform.processor() or platform.machine() or None)
     assert metadata.validate(got) == []
+
+
+def test_a_resumed_run_names_the_cases_each_session_timed(tmp_path):
+    """2026-12-06: a vs-sglang run finished on a second machine start; the file must say which cases
+    that start timed, so a ratio across the two starts is shown as such."""
+    from hisparse.render.text import run_summary  # noqa: PLC0415
+
+    cases = [_FakeCase("lru/1"), _FakeCase("ms/1"), _FakeCase("ms/2")]
+    path = tmp_path / "run.json"
+    _interrupted_sweep(path, cases, fail_at="ms/2")
+    assert "resumes" not in json.loads(path.read_text())  # a run never resumed reads as before the key
+    first = load_run(path)
+    text = run_summary(first)
+    assert "resumed" not in text and "across sessions" not in text
+
+    elsewhere = {**first.environment, "cpu": "another host"}  # not a checked key: the resume goes ahead
+    writer = RunWriter.resume(path, config_hash="abc", backend="reference", environment=elsewhere)
+    list(measure.run_sweep(cases, None, writer, floors=NOT_APPLICABLE, run=_fake_run(), baseline_of=_baseline_of))
+    writer.finish()
+
+    final = load_run(path)
+    assert len(final.resumes) == 1
+    assert final.resumes[0].cases == ("ms/2",)
+    assert final.resumes[0].environment == {"cpu": "another host"}
+    assert [final.session_of(c) for c in ("lru/1", "ms/1", "ms/2")] == [0, 0, 1]
+    text = run_summary(final)
+    assert "1 case(s) timed then, environment differs: cpu 'another host'" in text
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ms/")}
+    assert "2.00x+" in rows["ms/2"] and "2.00x+" not in rows["ms/1"]  # ms/2 against lru/1, timed when the file was created
+    assert "across sessions" in text
+
+
+@pytest.mark.parametrize("resumes, named", [
+    ({"started": "x"}, "resumes must be a list"),
+    (["x"], "resumes[0] must be an object"),
+    ([{"started": 5, "environment": {}, "cases": []}], "resumes[0].started"),
+    ([{"started": "t", "environment": [], "cases": []}], "resumes[0].environment"),
+    ([{"started": "t", "environment": {}, "cases": [1]}], "resumes[0].cases"),
+])
+def test_a_malformed_resumes_entry_is_refused_naming_the_field(tmp_path, resumes, named):
+    data = _record([_ok_case("ms/1")]).to_dict()
+    data["resumes"] = resumes
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResultFormatError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        load_run(path)
