@@ -213,9 +213,21 @@ def run_section(named: Named, *, grid_only: bool = False, level: int = 2) -> str
     return "\n".join([run_heading(named, level), "", *body]).rstrip() + "\n"
 
 
-def document(runs: Sequence[Named], title: str = "Results on an H200") -> str:
-    """The whole of docs/benchmarks-h200.md."""
-    intro = [f"# {title}", "", GENERATED_NOTE,
+def gpu_title(runs: Sequence[Named]) -> str:
+    """"Results on an H200": the GPUs the runs recorded, in order, without the vendor prefix."""
+    names = []
+    for r in runs:
+        name = str(r.record.environment.get("gpu") or "CPU").removeprefix("NVIDIA ")
+        if name not in names:
+            names.append(name)
+    first = names[0]
+    article = "an" if first[:1].upper() in "AEFHILMNORSX" else "a"  # said "an aitch-two-hundred"
+    return f"Results on {article} {' and '.join(names)}"
+
+
+def document(runs: Sequence[Named], title: str | None = None) -> str:
+    """The whole of a docs/benchmarks-<gpu>.md page (title: the runs' GPUs unless given)."""
+    intro = [f"# {title or gpu_title(runs)}", "", GENERATED_NOTE,
              "Times are medians per call in us (CUDA graph of the case's calls, L2 flushed between "
              "replays); a gather floor is the bare gather of the rows the case copied, in the same regime "
              "(docs/semantics.md). `gather warm us`, where shown, is that gather in the warm regime: the "

@@ -165,13 +165,25 @@ def _named_runs(markdown: str, level: str) -> list[str]:
     return re.findall(rf"^{level} `[^`]+`: `(results/runs/[^`]+\.json)`$", markdown, flags=re.M)
 
 
-def test_committed_benchmarks_doc_is_what_the_generator_makes_of_its_run_files():
-    """docs/benchmarks-h200.md cannot drift from the run files it names: regenerate it with
-    `hisparse-bench report <the files its headings name> --out docs/benchmarks-h200.md`."""
-    committed = (REPO / "docs" / "benchmarks-h200.md").read_text()
+@pytest.mark.parametrize("page", sorted(p.name for p in (REPO / "docs").glob("benchmarks-*.md")))
+def test_committed_benchmarks_doc_is_what_the_generator_makes_of_its_run_files(page):
+    """docs/benchmarks-<gpu>.md cannot drift from the run files it names: regenerate it with
+    `hisparse-bench report <the files its headings name> --out docs/benchmarks-<gpu>.md`."""
+    committed = (REPO / "docs" / page).read_text()
     paths = _named_runs(committed, "##")
-    assert paths, "docs/benchmarks-h200.md names no run file"
+    assert paths, f"docs/{page} names no run file"
     assert committed == document([Named(p, load_run(REPO / p)) for p in paths])
+
+
+def test_a_page_is_titled_by_the_gpus_its_runs_recorded(default_data):
+    h200 = run_from_dict(copy.deepcopy(default_data))
+    h100 = copy.deepcopy(default_data)
+    h100["environment"]["gpu"] = "NVIDIA H100 80GB HBM3"
+    named = [Named("a.json", h200), Named("b.json", run_from_dict(h100))]
+    assert document(named[:1]).splitlines()[0] == "# Results on an H200"
+    assert document(named[1:]).splitlines()[0] == "# Results on an H100 80GB HBM3"
+    assert document(named).splitlines()[0] == "# Results on an H200 and H100 80GB HBM3"
+    assert document(named, title="Mine").splitlines()[0] == "# Mine"
 
 
 def test_committed_readme_block_is_what_the_generator_makes_of_its_run_files():
