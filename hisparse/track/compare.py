@@ -168,5 +168,17 @@ def comparability_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
     return out
 
 
+def resume_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
+    """One line per run that ``--resume`` continued: its cases came from more than one session, possibly
+    from different machine starts, and a change between A and B may be one between those sessions."""
+    out = []
+    for label, run in (("A", run_a), ("B", run_b)):
+        if run.resumes:
+            timed = sum(len(r.cases) for r in run.resumes)
+            out.append(f"{label} ({run.run_id}) was resumed {len(run.resumes)} time(s): {timed} of its "
+                       f"{len(run.cases)} case(s) were timed by a resume, possibly on another machine start")
+    return out
+
+
 def any_regression(verdicts: list[Verdict]) -> bool:
     return any(v.regressed for v in verdicts)

@@ -11,7 +11,7 @@ from hisparse.cli import main
 from hisparse.results.model import write_run
 from hisparse.track import policy as pol
 from hisparse.track.compare import (any_regression, compare, compare_samples, comparability_warnings, incomparable,
-                                    only_in, within)
+                                    only_in, resume_warnings, within)
 from hisparse.results.model import CaseResult, RunRecord
 from hisparse.stats import summary
 
@@ -259,3 +259,13 @@ def test_a_different_host_is_a_warning_where_both_runs_describe_their_host():
     # a file from before the host was recorded holds the architecture in "cpu": no warning from it
     old = replace(_run("O", []), environment={"machine": "h100-sxm", "gpu": "NVIDIA H200", "cpu": "x86_64"})
     assert comparability_warnings(a, old) == []
+
+
+def test_a_resumed_run_is_named_with_the_share_of_cases_a_resume_timed():
+    from hisparse.results.model import Resume  # noqa: PLC0415
+
+    a = _run("A", [_case("ms/b1", _noisy(100, 0.005, seed=1)), _case("ms/b2", _noisy(100, 0.005, seed=2))])
+    b = replace(a, run_id="B", resumes=(Resume("2026-12-06T06:20:00Z", {}, ("ms/b2",)),))
+    assert resume_warnings(a, replace(a, run_id="A2")) == []
+    assert resume_warnings(a, b) == [
+        "B (B) was resumed 1 time(s): 1 of its 2 case(s) were timed by a resume, possibly on another machine start"]
