@@ -485,10 +485,9 @@ def _run_facts(r: RunFile) -> list[str]:
     facts = [f"machine {r.machine}", f"backend {r.data.get('backend') or '-'}", gpu,
              f"torch {env['torch']}" if env.get("torch") else "", f"config {cfg.get('name') or '-'}",
              f"host {host}" if host else "", f"created {r.data.get('created') or '-'}"]
-    resumes = r.data.get("resumes") or []
-    if resumes:  # its cases may come from different machine starts
-        facts.append(f"resumed {len(resumes)} time(s), {sum(len(x.get('cases') or []) for x in resumes)} case(s) "
-                     "timed by a resume")
+    if r.record.resumes:  # its cases may come from different machine starts
+        facts.append(f"resumed {len(r.record.resumes)} time(s), "
+                     f"{r.record.resumed_case_count} case(s) timed by a resume")
     return [f for f in facts if f]
 
 

@@ -88,7 +88,7 @@ def run_heading(named: Named, level: int = 2) -> str:
              f"pinned host->device {num(h2d, '.1f')} GB/s; {ok} of {len(r.cases)} cases ok."]
     if r.backend == "reference":
         lines.append("Reference backend: PyTorch-on-CPU times, not kernel times.")
-    lines += [f"Resumed{resume_text(x)[len('resumed'):]}." for x in r.resumes]
+    lines += [resume_text(x, "Resumed") + "." for x in r.resumes]
     lines += not_timed([c for c in r.cases if not c.ok])
     return "\n".join(lines)
 

@@ -103,11 +103,12 @@ def run_header(run: RunRecord) -> str:
     return "\n".join(lines)
 
 
-def resume_text(resume: Any) -> str:
-    """One --resume of the run: when, how many cases it timed, and what it found different (a resumed
-    session may run on another machine start: its cases' ratios to the creating session's are cross-start)."""
+def resume_text(resume: Any, word: str = "resumed") -> str:
+    """One --resume of the run (``word`` leads: "Resumed" starts a sentence): when, how many cases it
+    timed, and what it found different (a resumed session may run on another machine start: its cases'
+    ratios to the creating session's are cross-start)."""
     found = ", ".join(f"{k} {v!r}" for k, v in sorted(resume.environment.items()))
-    return (f"resumed {resume.started}: {len(resume.cases)} case(s) timed then, "
+    return (f"{word} {resume.started}: {len(resume.cases)} case(s) timed then, "
             + (f"environment differs: {found}" if found else "environment as recorded"))
 
 

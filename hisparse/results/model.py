@@ -498,6 +498,11 @@ class RunRecord:
     def case_ids(self) -> list[str]:
         return [c.case_id for c in self.cases]
 
+    @property
+    def resumed_case_count(self) -> int:
+        """How many of its cases a ``--resume`` timed (0: every case by the session that created it)."""
+        return sum(len(r.cases) for r in self.resumes)
+
     def session_of(self, case_id: str) -> int:
         """Which session timed the case: 0 the one that created the file, k the k-th resume."""
         for k in range(len(self.resumes), 0, -1):

@@ -174,9 +174,8 @@ def resume_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
     out = []
     for label, run in (("A", run_a), ("B", run_b)):
         if run.resumes:
-            timed = sum(len(r.cases) for r in run.resumes)
-            out.append(f"{label} ({run.run_id}) was resumed {len(run.resumes)} time(s): {timed} of its "
-                       f"{len(run.cases)} case(s) were timed by a resume, possibly on another machine start")
+            out.append(f"{label} ({run.run_id}) was resumed {len(run.resumes)} time(s): {run.resumed_case_count} "
+                       f"of its {len(run.cases)} case(s) were timed by a resume, possibly on another machine start")
     return out
 
 
