@@ -54,3 +54,30 @@ def test_hisparse_reference_exposes_its_ops_and_names_what_it_has():
     assert ref.swap_multi.__name__ == "hisparse.kernels.reference.swap_multi"  # the submodule, as before
     with pytest.raises(AttributeError, match="it exports swap_single_step, swap_multi_step"):
         ref.swap_multi_step_v2  # noqa: B018
+
+
+def _batch_two_case():
+    tokens = torch.tensor([[[0, 1, 2, 3], [1, 2, 3, 4]], [[5, 6, 7, 8], [6, 7, 8, 9]]], dtype=torch.int32)
+    return build_case(tokens, torch.tensor([100, 100, 100, 100], dtype=torch.int64), hot=8, page=2, max_len=128,
+                      record_plan=True)
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("top_k_device_locs", "rows overlap"),
+    ("miss_src", "rows overlap"),
+    ("miss_dst", "rows overlap"),
+    ("miss_count", "must be contiguous"),
+    ("device_buffer_tokens", "rows overlap"),
+])
+def test_a_written_tensor_whose_rows_share_memory_is_blamed_on_it(name, words):
+    hisparse.reference.swap_multi_step(**_batch_two_case().kwargs)  # control: distinct rows run
+    kw = _batch_two_case().kwargs
+    kw[name] = kw[name][:1].expand_as(kw[name])
+    if name == "device_buffer_tokens":  # the two slot tables share one row stride, so both are expanded
+        kw["device_buffer_locs"] = kw["device_buffer_locs"][:1].expand_as(kw["device_buffer_locs"])
+    before = [t.clone() for t in (kw["device_buffer"], kw["state"].ref_epochs, kw["state"].clock)]
+    with pytest.raises(InputError) as e:
+        hisparse.reference.swap_multi_step(**kw)
+    assert str(e.value).startswith(f"{name}: ") and words in str(e.value)
+    after = (kw["device_buffer"], kw["state"].ref_epochs, kw["state"].clock)
+    assert all(torch.equal(a, b) for a, b in zip(before, after))

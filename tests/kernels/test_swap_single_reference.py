@@ -511,6 +511,41 @@ def test_bad_input_raises_input_error_naming_the_argument(case):
     assert all(torch.equal(a, b) for a, b in zip(outputs, (kw["top_k_device_locs"], kw["miss_count"])))
 
 
+# Tensors the kernel writes row by row: an expanded view passes the shape and inner-stride checks, and
+# then two rows' writes land on one location (on the GPU a race, here torch's in-place error).
+SHARED_ROWS = {
+    "top_k_device_locs": ("top_k_device_locs", "rows overlap"),
+    "miss_src": ("miss_src", "rows overlap"),
+    "miss_dst": ("miss_dst", "rows overlap"),
+    "miss_count": ("miss_count", "must be contiguous"),
+}
+
+
+@pytest.mark.parametrize("name", list(SHARED_ROWS))
+def test_a_written_tensor_whose_rows_share_memory_is_rejected_before_any_write(name):
+    w = World(num_req_slots=2)
+    control = w.kwargs([[4, 2, 6], [4, 2, 6]], [8, 8], plan=True)
+    swap_single_step(**control)  # the same call with distinct rows runs
+    w = World(num_req_slots=2)
+    kw = w.kwargs([[4, 2, 6], [4, 2, 6]], [8, 8], plan=True)
+    kw[name] = kw[name][:1].expand_as(kw[name])
+    snap = w.snapshot()
+    with pytest.raises(InputError) as err:
+        swap_single_step(**kw)
+    field, words = SHARED_ROWS[name]
+    assert str(err.value).startswith(f"{field}: ") and words in str(err.value)
+    assert w.unchanged_since(snap)
+
+
+def test_slot_tables_shared_by_two_request_slots_are_rejected():
+    w = World(num_req_slots=2)
+    kw = w.kwargs([[4, 2, 6]], [8], plan=True)
+    kw["device_buffer_tokens"] = w.tokens[:1].expand_as(w.tokens)
+    kw["device_buffer_locs"] = w.locs[:1].expand_as(w.locs)
+    with pytest.raises(InputError, match=r"^device_buffer_tokens: rows overlap in memory \(row stride 0, 5 elements a row\)"):
+        swap_single_step(**kw)
+
+
 def test_two_long_rows_may_not_share_a_request_slot():
     w = World(num_req_slots=2)
     with pytest.raises(InputError, match="req_pool_indices: rows 0 and 1 both swap request slot 0"):

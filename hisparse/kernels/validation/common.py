@@ -56,6 +56,19 @@ def check_tensor(
     return t
 
 
+def check_rows_disjoint(name: str, t: torch.Tensor) -> None:
+    """A tensor the kernel writes row by row (one row per request or batch row): no two rows may share
+    memory. An expanded view (row stride 0) or a row stride below the row's size passes the shape and
+    inner-stride checks, and then two rows' writes race on one location."""
+    if t.dim() >= 1 and t.shape[0] > 1:
+        row = t[0].numel()
+        if t.stride(0) < row:
+            raise InputError(
+                f"{name}: rows overlap in memory (row stride {t.stride(0)}, {row} elements a row) and the "
+                f"kernel writes them: pass a tensor with distinct rows (e.g. .contiguous())"
+            )
+
+
 def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None = None) -> int:
     """Check an integer scalar in [lo, hi] (bounds inclusive, None = unbounded)."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -101,6 +114,9 @@ def check_plan(
     for n, t in (("miss_src", miss_src), ("miss_dst", miss_dst)):
         if t.stride(1) != 1:
             raise InputError(f"{n}: rows must be contiguous, got strides {t.stride()}")
+        check_rows_disjoint(n, t)
+    if not miss_count.is_contiguous():  # the kernels write miss_count[b]
+        raise InputError(f"miss_count: must be contiguous, got strides {miss_count.stride()}")
     return True
 
 

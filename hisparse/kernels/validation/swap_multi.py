@@ -26,6 +26,7 @@ from hisparse.kernels.validation.common import (
     INDEX_DTYPES,
     check_int,
     check_plan,
+    check_rows_disjoint,
     check_same_row_stride,
     check_tensor,
     check_top_k_rows,
@@ -95,6 +96,8 @@ def _check_slot_tables(dbt: torch.Tensor, dbl: torch.Tensor, rows: int, hot: int
         if t.stride(1) != 1:
             raise InputError(f"{name}: rows must be contiguous, got strides {tuple(t.stride())}")
     check_same_row_stride("device_buffer_tokens", dbt, "device_buffer_locs", dbl)
+    for name, t in (("device_buffer_tokens", dbt), ("device_buffer_locs", dbl)):
+        check_rows_disjoint(name, t)
     return page
 
 
@@ -131,6 +134,7 @@ def check_swap_multi_inputs(a: Bound) -> SwapMultiShape:
     device_rows = item_rows("device_buffer", a.device_buffer, a.item_size_bytes, device=dev)
     check_tensor("top_k_device_locs", a.top_k_device_locs, dtypes=torch.int32, shape=(bs, steps, top_k),
                  device=dev, inner_contiguous=True)
+    check_rows_disjoint("top_k_device_locs", a.top_k_device_locs)
     check_tensor("req_pool_indices", a.req_pool_indices, dtypes=INDEX_DTYPES, shape=(bs,), device=dev)
     check_tensor("seq_lens", a.seq_lens, dtypes=INDEX_DTYPES, ndim=1, shape=(bs * steps,), device=dev)
     for name, t in (("req_pool_indices", a.req_pool_indices), ("seq_lens", a.seq_lens)):
