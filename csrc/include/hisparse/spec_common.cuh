@@ -102,6 +102,7 @@ struct SwapMultiParams {
   uint32_t miss_mask;   // M - 1
   uint32_t item_size_bytes;
   int32_t gather_tiles;  // gather CTAs per request
+  int32_t copy_after_lookups;  // 1: a gather CTA copies once its request's CTAs are all past their lookups
   uint32_t index_i64;    // bit 0: req_pool_indices is int64; bit 1: seq_lens is int64
 };
 

@@ -20,7 +20,8 @@
 //      u >= C (overflow) also leaves -2: the commit picks the row.
 //   Anything else stays -1 (invalid token, host row missing).
 // After each round's lookups the CTA copies the rows it claimed in that round together
-// (block_copy_rows: all of them in flight at once).
+// (block_copy_rows: all of them in flight at once); at small batches the last round's copies first
+// wait for the other CTAs of the request to finish their lookups (wait_request_lookups).
 // After its last round's lookups (before that round's copy) the CTA counts itself in its request's
 // flags, bits 8-15: the commit (launched at the gather's start) proceeds on that count.
 //
@@ -185,6 +186,27 @@ __device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotVi
   out[occ] = loc;
 }
 
+// With copy_after_lookups (launch_gather: small batches, where every gather CTA and each request's
+// commit has an SM of its own, so the request's CTAs all run at once): a CTA past its lookups holds its
+// copies until every CTA of its request has counted itself too. Otherwise the first CTAs' copies of
+// cold host pages run while the last CTAs still look up device state, and those lookups end late: at
+// batch 1 in the decode regime the last CTA's lookups ended at 12.2 us against a median of 6.3 (5.3
+// and 5.1 warm), and the commit waits for the last one (results/probes/b1-timeline-h100-20261206/).
+// Bounded like the commit's poll; it also ends once the commit has finished the call (clock = epoch),
+// which happens only after every count. Nothing is read from the other CTAs: the wait is timing only.
+__device__ __forceinline__ void wait_request_lookups(const SwapMultiParams& p, const int32_t* counters, int64_t rid,
+                                                     int32_t epoch) {
+  if (threadIdx.x == 0) {
+    const volatile int32_t* flags = counters + kCounterFlags;
+    const volatile int32_t* clock_epoch = p.clock + rid * 2;
+    for (int spin = 0; spin < kLookupSpinLimit; ++spin) {
+      if (((*flags & kFlagLookupsMask) >> kLookupsShift) >= p.gather_tiles || *clock_epoch == epoch) break;
+      __nanosleep(kSpinSleepNs);
+    }
+  }
+  __syncthreads();
+}
+
 // kMinBlocks: CTAs per SM the registers must allow (__launch_bounds__). 2 caps them at 128, what the
 // compiler took without a minimum (an explicit 1 let it take 152: one CTA per SM); 4 caps them at 64
 // (the small-pool shape, swap_multi.cuh; 144 B spilled).
@@ -248,6 +270,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) spec_gather_kernel(const
         __threadfence();
         atomicAdd(counters + kCounterFlags, kFlagLookupsOne);
       }
+      if (p.copy_after_lookups) wait_request_lookups(p, counters, rid, epoch);
     }
     block_copy_rows<kThreads, kGatherInFlight>(p.host_cache, p.device_buffer, p.item_size_bytes, s_src, s_dst, s_rows);
     if (r + 1 < rounds) __syncthreads();
