@@ -129,7 +129,7 @@ inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurren
   p.gather_tiles = static_cast<int32_t>(tiles);
   // One gather CTA per SM and an SM for each commit (batch 1-4 on 132 SMs): the request's CTAs are all
   // resident together, so a CTA may wait for the others' lookup counts before it copies
-  // (spec_gather.cuh, wait_request_lookups). Same-call A/Bs on two H100 nodes
+  // (spec_gather.cuh, wait_request_lookups). Two same-call A/Bs on H100 nodes
   // (results/probes/copy-after-lookups-h100-20261206/), `serving` decode regime: batch 1 21.9 -> 20.1 us,
   // batch 2 42.1 -> 38.3, batch 4 and 8 unchanged; warm batch 1 17.6 -> 19.1-19.7, the cost of the
   // regime a deployment does not run in (docs/known-issues.md).
