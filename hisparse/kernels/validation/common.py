@@ -27,11 +27,14 @@ def check_tensor(
     min_shape: Sequence[int | None] | None = None,
     device: torch.device | None = None,
     inner_contiguous: bool = False,
+    written: bool = False,
 ) -> torch.Tensor:
     """Check one tensor argument. ``shape``/``min_shape`` entries of None are not checked.
 
     ``inner_contiguous`` requires every dimension but the first to be densely packed (only the row
-    stride may differ), which is what the kernels index with.
+    stride may differ), which is what the kernels index with. ``written``: the kernel writes the tensor
+    row by row, so no two rows may share memory. An expanded view (row stride 0) or a row stride below
+    the row's size passes the other checks, and then two rows' writes race on one location.
     """
     if not isinstance(t, torch.Tensor):
         raise InputError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
@@ -53,20 +56,12 @@ def check_tensor(
         raise InputError(f"{name}: must be on {device} like the other tensors, got {t.device}")
     if inner_contiguous and t.dim() > 1 and not t[0].is_contiguous():
         raise InputError(f"{name}: all dimensions but the first must be contiguous, got strides {t.stride()}")
+    if written and t.dim() >= 1 and t.shape[0] > 1 and t.stride(0) < t[0].numel():
+        raise InputError(
+            f"{name}: rows overlap in memory (row stride {t.stride(0)}, {t[0].numel()} elements a row) and the "
+            f"kernel writes them: pass a tensor with distinct rows (e.g. .contiguous())"
+        )
     return t
-
-
-def check_rows_disjoint(name: str, t: torch.Tensor) -> None:
-    """A tensor the kernel writes row by row (one row per request or batch row): no two rows may share
-    memory. An expanded view (row stride 0) or a row stride below the row's size passes the shape and
-    inner-stride checks, and then two rows' writes race on one location."""
-    if t.dim() >= 1 and t.shape[0] > 1:
-        row = t[0].numel()
-        if t.stride(0) < row:
-            raise InputError(
-                f"{name}: rows overlap in memory (row stride {t.stride(0)}, {row} elements a row) and the "
-                f"kernel writes them: pass a tensor with distinct rows (e.g. .contiguous())"
-            )
 
 
 def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None = None) -> int:
@@ -108,13 +103,14 @@ def check_plan(
         return False
     if not all(given):
         raise InputError("miss_src, miss_dst, miss_count: pass all three (to record a miss plan) or none")
-    check_tensor("miss_src", miss_src, dtypes=torch.int64, ndim=2, min_shape=(batch, min_width), device=device)
-    check_tensor("miss_dst", miss_dst, dtypes=torch.int32, ndim=2, min_shape=(batch, min_width), device=device)
+    check_tensor("miss_src", miss_src, dtypes=torch.int64, ndim=2, min_shape=(batch, min_width), device=device,
+                 written=True)
+    check_tensor("miss_dst", miss_dst, dtypes=torch.int32, ndim=2, min_shape=(batch, min_width), device=device,
+                 written=True)
     check_tensor("miss_count", miss_count, dtypes=torch.int32, ndim=1, min_shape=(batch,), device=device)
     for n, t in (("miss_src", miss_src), ("miss_dst", miss_dst)):
         if t.stride(1) != 1:
             raise InputError(f"{n}: rows must be contiguous, got strides {t.stride()}")
-        check_rows_disjoint(n, t)
     if not miss_count.is_contiguous():  # the kernels write miss_count[b]
         raise InputError(f"miss_count: must be contiguous, got strides {miss_count.stride()}")
     return True

@@ -26,7 +26,6 @@ from hisparse.kernels.validation.common import (
     INDEX_DTYPES,
     check_int,
     check_plan,
-    check_rows_disjoint,
     check_same_row_stride,
     check_tensor,
     check_top_k_rows,
@@ -84,20 +83,19 @@ def _check_state(state: object, steps: int, top_k: int) -> MultiStepState:
 
 
 def _check_slot_tables(dbt: torch.Tensor, dbl: torch.Tensor, rows: int, hot: int, dev: torch.device) -> int:
-    check_tensor("device_buffer_tokens", dbt, dtypes=torch.int32, ndim=2, min_shape=(rows, None), device=dev)
+    check_tensor("device_buffer_tokens", dbt, dtypes=torch.int32, ndim=2, min_shape=(rows, None), device=dev,
+                 written=True)
     page = dbt.shape[1] - hot
     if page < 1:
         raise InputError(
             f"device_buffer_tokens: dimension 1 must be hot_buffer_size + page_size with page_size >= 1 "
             f"(hot_buffer_size={hot}), got shape {tuple(dbt.shape)}"
         )
-    check_tensor("device_buffer_locs", dbl, dtypes=torch.int32, shape=tuple(dbt.shape), device=dev)
+    check_tensor("device_buffer_locs", dbl, dtypes=torch.int32, shape=tuple(dbt.shape), device=dev, written=True)
     for name, t in (("device_buffer_tokens", dbt), ("device_buffer_locs", dbl)):
         if t.stride(1) != 1:
             raise InputError(f"{name}: rows must be contiguous, got strides {tuple(t.stride())}")
     check_same_row_stride("device_buffer_tokens", dbt, "device_buffer_locs", dbl)
-    for name, t in (("device_buffer_tokens", dbt), ("device_buffer_locs", dbl)):
-        check_rows_disjoint(name, t)
     return page
 
 
@@ -133,8 +131,7 @@ def check_swap_multi_inputs(a: Bound) -> SwapMultiShape:
     host_rows = _check_host_cache(a.host_cache, a.item_size_bytes, dev)
     device_rows = item_rows("device_buffer", a.device_buffer, a.item_size_bytes, device=dev)
     check_tensor("top_k_device_locs", a.top_k_device_locs, dtypes=torch.int32, shape=(bs, steps, top_k),
-                 device=dev, inner_contiguous=True)
-    check_rows_disjoint("top_k_device_locs", a.top_k_device_locs)
+                 device=dev, inner_contiguous=True, written=True)
     check_tensor("req_pool_indices", a.req_pool_indices, dtypes=INDEX_DTYPES, shape=(bs,), device=dev)
     check_tensor("seq_lens", a.seq_lens, dtypes=INDEX_DTYPES, ndim=1, shape=(bs * steps,), device=dev)
     for name, t in (("req_pool_indices", a.req_pool_indices), ("seq_lens", a.seq_lens)):

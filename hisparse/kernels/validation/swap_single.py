@@ -19,7 +19,6 @@ from hisparse.kernels.validation.common import (
     INDEX_DTYPES,
     check_int,
     check_plan,
-    check_rows_disjoint,
     check_same_row_stride,
     check_tensor,
     check_top_k_rows,
@@ -91,20 +90,17 @@ def check_swap_single_inputs(a: Bound) -> SwapSingleShape:
 
     padded = (num_req_slots, hot + a.page_size)
     check_tensor("device_buffer_tokens", a.device_buffer_tokens, dtypes=torch.int32, ndim=2, shape=padded,
-                 device=dev, inner_contiguous=True)
+                 device=dev, inner_contiguous=True, written=True)
     check_tensor("device_buffer_locs", a.device_buffer_locs, dtypes=torch.int32, ndim=2, shape=padded,
-                 device=dev, inner_contiguous=True)
+                 device=dev, inner_contiguous=True, written=True)
     # The kernel indexes both tables with one row stride.
     check_same_row_stride("device_buffer_tokens", a.device_buffer_tokens, "device_buffer_locs", a.device_buffer_locs)
-    check_rows_disjoint("device_buffer_tokens", a.device_buffer_tokens)
-    check_rows_disjoint("device_buffer_locs", a.device_buffer_locs)
     check_tensor("host_cache_locs", a.host_cache_locs, dtypes=torch.int64, ndim=2, shape=(num_req_slots, None),
                  device=dev)
     if not a.host_cache_locs.is_contiguous():  # the kernel takes the row stride as shape[1]
         raise InputError(f"host_cache_locs: must be contiguous, got strides {a.host_cache_locs.stride()}")
     check_tensor("top_k_device_locs", a.top_k_device_locs, dtypes=torch.int32, ndim=2, shape=(batch, top_k),
-                 device=dev, inner_contiguous=True)
-    check_rows_disjoint("top_k_device_locs", a.top_k_device_locs)
+                 device=dev, inner_contiguous=True, written=True)
     _check_1d_index("req_pool_indices", a.req_pool_indices, batch, dev)
     _check_1d_index("seq_lens", a.seq_lens, batch, dev)
     check_tensor("num_real_reqs", a.num_real_reqs, dtypes=torch.int32, ndim=1, shape=(1,), device=dev)
