@@ -61,8 +61,6 @@ __host__ __device__ constexpr size_t commit_smem_bytes(int occurrences, int hot)
 constexpr int16_t kNoVictim = -1;
 constexpr int16_t kNeedsFallback = -2;
 
-__device__ __forceinline__ int32_t load_volatile32(const int32_t* p) { return *reinterpret_cast<const volatile int32_t*>(p); }
-
 // Table position of `token` in this call's miss table, or -1 (read-only probe; keys are never
 // removed during a call, so an entry of an older epoch ends the probe).
 __device__ __forceinline__ int32_t miss_find(const int64_t* keys, uint32_t mask, int32_t epoch, int32_t token) {
@@ -357,8 +355,7 @@ __device__ __forceinline__ void wait_for_lookups(const SwapMultiParams& p, const
     if (threadIdx.x == 0) {
       int32_t ready = 0;
       for (int spin = 0; spin < kLookupSpinLimit && !ready; ++spin) {
-        const int32_t done = (load_volatile32(counters + kCounterFlags) & kFlagLookupsMask) >> kLookupsShift;
-        if (done >= p.gather_tiles) {
+        if (lookups_counted(p, counters)) {
           ready = 1;
         } else {
           __nanosleep(kSpinSleepNs);

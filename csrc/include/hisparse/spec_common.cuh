@@ -132,6 +132,13 @@ __device__ __forceinline__ bool valid_row(int64_t row, int64_t rows) { return ro
 __device__ __forceinline__ uint64_t load_volatile(const int64_t* p) {
   return *reinterpret_cast<const volatile unsigned long long*>(p);
 }
+__device__ __forceinline__ int32_t load_volatile32(const int32_t* p) { return *reinterpret_cast<const volatile int32_t*>(p); }
+
+// Whether every gather CTA of this call has counted its lookups in its request's flags (bits 8-15).
+// Polled by the commit (wait_for_lookups) and, at small batches, by the gather (wait_request_lookups).
+__device__ __forceinline__ bool lookups_counted(const SwapMultiParams& p, const int32_t* counters) {
+  return ((load_volatile32(counters + kCounterFlags) & kFlagLookupsMask) >> kLookupsShift) >= p.gather_tiles;
+}
 __device__ __forceinline__ unsigned long long* as_ull(int64_t* p) { return reinterpret_cast<unsigned long long*>(p); }
 
 __device__ __forceinline__ uint64_t epoch_tag(int32_t epoch, uint32_t low) {

@@ -197,10 +197,8 @@ __device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotVi
 __device__ __forceinline__ void wait_request_lookups(const SwapMultiParams& p, const int32_t* counters, int64_t rid,
                                                      int32_t epoch) {
   if (threadIdx.x == 0) {
-    const volatile int32_t* flags = counters + kCounterFlags;
-    const volatile int32_t* clock_epoch = p.clock + rid * 2;
     for (int spin = 0; spin < kLookupSpinLimit; ++spin) {
-      if (((*flags & kFlagLookupsMask) >> kLookupsShift) >= p.gather_tiles || *clock_epoch == epoch) break;
+      if (lookups_counted(p, counters) || load_volatile32(p.clock + rid * 2) == epoch) break;
       __nanosleep(kSpinSleepNs);
     }
   }
