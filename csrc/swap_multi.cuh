@@ -129,11 +129,14 @@ inline void launch_gather(spec::SwapMultiParams& p, int64_t bs, int64_t occurren
   p.gather_tiles = static_cast<int32_t>(tiles);
   // One gather CTA per SM and an SM for each commit (batch 1-4 on 132 SMs): the request's CTAs are all
   // resident together, so a CTA may wait for the others' lookup counts before it copies
-  // (spec_gather.cuh, wait_request_lookups). Two same-call A/Bs on H100 nodes
-  // (results/probes/copy-after-lookups-h100-20261206/), `serving` decode regime: batch 1 21.9 -> 20.1 us,
-  // batch 2 42.1 -> 38.3, batch 4 and 8 unchanged; warm batch 1 17.6 -> 19.1-19.7, the cost of the
-  // regime a deployment does not run in (docs/known-issues.md).
-  p.copy_after_lookups = !small_pool_rounds && bs * tiles <= sms - bs ? 1 : 0;
+  // (spec_gather.cuh, wait_request_lookups). Same-call A/Bs on H100 nodes whose bare gather runs at the
+  // H200's rate (results/probes/copy-after-lookups-h100-20261206/), `serving` decode regime, PDL on:
+  // batch 1 22.0 -> 20.1 us, batch 2 41.9 -> 38.3, batch 4 and 8 unchanged; warm batch 1 18.3 -> 19.7,
+  // the cost of the regime a deployment does not run in; on a node whose host gathers 1.4x slower it
+  // loses in both regimes (docs/known-issues.md). PDL only: without it the commit starts after the whole
+  // gather, so a late lookup delays nothing the wait could save, and full runs on both kinds of node
+  // measured decode batch 1 1.4-2.2 us slower with the wait (docs/perf-notes.md, 2026-12-06).
+  p.copy_after_lookups = kPdl && !small_pool_rounds && bs * tiles <= sms - bs ? 1 : 0;
   const auto kernel = small_pool_rounds ? &spec::spec_gather_kernel<kPdl, kRecordPlan, 4>
                                         : &spec::spec_gather_kernel<kPdl, kRecordPlan, 2>;
   host::launch(kernel, dim3(static_cast<unsigned>(bs * tiles)), dim3(kThreads), 0, stream, false, p);

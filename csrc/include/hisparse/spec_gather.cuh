@@ -186,9 +186,9 @@ __device__ __forceinline__ void gather_one(const SwapMultiParams& p, const HotVi
   out[occ] = loc;
 }
 
-// With copy_after_lookups (launch_gather: small batches, where every gather CTA and each request's
-// commit has an SM of its own, so the request's CTAs all run at once): a CTA past its lookups holds its
-// copies until every CTA of its request has counted itself too. Otherwise the first CTAs' copies of
+// With copy_after_lookups (launch_gather: small batches with PDL, where every gather CTA and each
+// request's commit has an SM of its own, so the request's CTAs all run at once): a CTA past its lookups
+// holds its copies until every CTA of its request has counted itself too. Otherwise the first CTAs' copies of
 // cold host pages run while the last CTAs still look up device state, and those lookups end late: at
 // batch 1 in the decode regime the last CTA's lookups ended at 12.2 us against a median of 6.3 (5.3
 // and 5.1 warm), and the commit waits for the last one (results/probes/b1-timeline-h100-20261206/).
