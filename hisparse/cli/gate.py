@@ -98,6 +98,8 @@ def _print(report, b, h, c, *, noise_cases: int, inject: float, min_runs: int, v
         click.echo(f"*** TEST HOOK: HISPARSE_INJECT_SLOWDOWN={inject}: head samples x {1 + inject:.3f} ***")
     click.echo(f"base {b.record.run_id} ({(b.commit or '?')[:12]}) vs head {h.record.run_id} ({(h.commit or '?')[:12]})"
                + (f", confirmed by {c.record.run_id}" if c else "") + f"; {noise_cases} case(s) with history noise")
+    for w in report.warnings:
+        click.echo(f"warning: {w}", err=True)
     if report.no_history:
         click.echo(f"note: {len(report.no_history)} case(s) have fewer than {min_runs} earlier runs here: gated with "
                    f"the {report.no_history_floor:.1%} floor that two re-runs of one tree pass (compare's; "

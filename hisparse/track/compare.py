@@ -168,6 +168,56 @@ def comparability_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
     return out
 
 
+# How far the floors of two runs may lie apart before a comparison says so: the lone pair's threshold
+# (policy.min_effect_unknown_noise), since a node that shifts every floor by that much shifts the cases too.
+FLOOR_SHIFT = DEFAULT_POLICY.min_effect_unknown_noise
+
+
+@dataclass(frozen=True)
+class FloorShift:
+    """B over A of a floor both runs measured: ``ratio`` > 1 means B's node is slower there."""
+    name: str
+    ratio: float
+    cases: int  # cases the geometric mean is over (0: a run-level floor such as the pinned copy)
+
+
+def gather_floor_shift(run_a: RunRecord, run_b: RunRecord) -> FloorShift | None:
+    """Geometric mean, over the cases timed in both runs, of B's bare gather of the case's rows over A's
+    (``floor.gather_floor_us``: the same rows, in the case's regime). None when no case has it in both."""
+    logs = []
+    for case_a in run_a.cases:
+        case_b = run_b.case(case_a.case_id)
+        if case_b is None or not (case_a.ok and case_b.ok):
+            continue
+        fa, fb = ((c.floor or {}).get("gather_floor_us") for c in (case_a, case_b))
+        if fa and fb and fa > 0 and fb > 0:
+            logs.append(math.log(fb / fa))
+    return FloorShift("bare gather", math.exp(sum(logs) / len(logs)), len(logs)) if logs else None
+
+
+def pinned_copy_shift(run_a: RunRecord, run_b: RunRecord) -> FloorShift | None:
+    """A's pinned host->device rate over B's (a time ratio, as the gather's), when both runs measured it."""
+    ga, gb = (r.floors.get("pinned_h2d_gbps") for r in (run_a, run_b))
+    return FloorShift("pinned host->device copy", ga / gb, 0) if ga and gb and ga > 0 and gb > 0 else None
+
+
+def floor_warnings(run_a: RunRecord, run_b: RunRecord, limit: float = FLOOR_SHIFT,
+                   names: tuple[str, str] = ("A", "B")) -> list[str]:
+    """One line per floor that moved beyond ``limit`` between the runs (``names``: how the lines call
+    them; the gate's are the base and the head). Two nodes of one machine name and one host description
+    have gathered the same scattered rows 1.4x apart (docs/known-issues.md): every case then moves with
+    the node, and only the floors, measured in each run, show it."""
+    out = []
+    for shift in (gather_floor_shift(run_a, run_b), pinned_copy_shift(run_a, run_b)):
+        if shift is None or abs(math.log(shift.ratio)) <= math.log1p(limit):
+            continue
+        over = f" (geometric mean over {shift.cases} case(s))" if shift.cases else ""
+        out.append(f"the {shift.name} floor takes {shift.ratio:.2f}x {names[0]}'s time in {names[1]}{over}: "
+                   "the nodes (or the floor's own code) differ, so each case's change mixes that with the code's; "
+                   "compare each case against its floor (`/ gather floor`), or runs of one node")
+    return out
+
+
 def resume_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
     """One line per run that ``--resume`` continued: its cases came from more than one session, possibly
     from different machine starts, and a change between A and B may be one between those sessions."""

@@ -6,7 +6,8 @@ machine's history and the policy's confirm re-run. Returns data only; cli/gate.p
   backend and config at another commit);
 - ``history_noise``: per case, the run-to-run noise of a run's median over the earlier runs of the same
   series (``series_noise``: successive differences, robust to the level shifts of past changes);
-- ``gate_runs``: one policy Decision per case timed in both runs, and the cases newly failed in the head.
+- ``gate_runs``: one policy Decision per case timed in both runs, and the cases newly failed in the head;
+- ``node_warnings``: what besides the code differs between base and head (environment, floors).
 
 Run files are read with hisparse.results.model.load_run (typed RunRecord).
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 from hisparse.errors import HisparseError, ResultFormatError
 from hisparse.results.model import RunRecord, load_run
 from hisparse.track import policy as pol
-from hisparse.track.compare import incomparable
+from hisparse.track.compare import comparability_warnings, floor_warnings, incomparable
 
 
 class GateError(HisparseError, ValueError):
@@ -129,6 +130,7 @@ class GateReport:
     missing_in_head: tuple[str, ...] = ()  # base cases the head does not have (a cut run): not gated
     missing_in_base: tuple[str, ...] = ()  # new head cases: nothing to gate them against
     allow_missing: bool = False  # a head without some base cases may pass (a deliberately smaller head)
+    warnings: tuple[str, ...] = ()  # node_warnings: printed and written, never a verdict
 
     def count(self, status: str) -> int:
         return sum(d.status == status for d in self.decisions)
@@ -153,6 +155,14 @@ def check_comparable(base: GateRun, head: GateRun, *, allow_incomparable: bool =
         raise GateError(f"no common cases: {base.path.name} and {head.path.name} share no case id")
 
 
+def node_warnings(base: GateRun, head: GateRun) -> list[str]:
+    """What besides the code differs between the base and the head, as compare prints it: the environment
+    (compare.comparability_warnings) and floors that moved (compare.floor_warnings). A head on a node
+    whose host gathers 1.4x slower fails every case; the warning says why, the verdicts stay the policy's."""
+    return ([f"runs differ in {w}" for w in comparability_warnings(base.record, head.record)]
+            + floor_warnings(base.record, head.record, names=("the base", "the head")))
+
+
 def gate_runs(base: GateRun, head: GateRun, confirm: GateRun | None, noise: dict[str, float], *,
               inject: float = 0.0, policy: pol.RegressionPolicy = pol.DEFAULT_POLICY) -> GateReport:
     """One Decision per case timed in both runs (sorted by id). ``inject``: the test hook's slowdown,
@@ -171,7 +181,7 @@ def gate_runs(base: GateRun, head: GateRun, confirm: GateRun | None, noise: dict
     base_ids, head_ids = set(base.record.case_ids()), set(head.record.case_ids())
     return GateReport(tuple(decisions), failed, tuple(sorted(set(h) - set(noise))), lone.min_effect,
                       missing_in_head=tuple(sorted(base_ids - head_ids)),
-                      missing_in_base=tuple(sorted(head_ids - base_ids)))
+                      missing_in_base=tuple(sorted(head_ids - base_ids)), warnings=tuple(node_warnings(base, head)))
 
 
 def check_confirm(head: GateRun, confirm: GateRun) -> None:
@@ -197,7 +207,7 @@ def report_json(report: GateReport, *, base: str, head: str, confirm: str | None
             "decisions": [{"status": d.status, "first": d.first.to_dict(),
                            "second": d.second.to_dict() if d.second else None} for d in report.decisions],
             "newly_failed": list(report.newly_failed), "missing_in_head": list(report.missing_in_head),
-            "missing_in_base": list(report.missing_in_base)}
+            "missing_in_base": list(report.missing_in_base), "warnings": list(report.warnings)}
 
 
 def write_asv(results: str | Path, paths: list[str], repo: str | Path) -> list[str]:

@@ -10,8 +10,9 @@ from click.testing import CliRunner
 from hisparse.cli import main
 from hisparse.results.model import write_run
 from hisparse.track import policy as pol
-from hisparse.track.compare import (any_regression, compare, compare_samples, comparability_warnings, incomparable,
-                                    only_in, resume_warnings, within)
+from hisparse.track.compare import (any_regression, compare, compare_samples, comparability_warnings,
+                                    floor_warnings, gather_floor_shift, incomparable, only_in, resume_warnings,
+                                    within)
 from hisparse.results.model import CaseResult, RunRecord
 from hisparse.stats import summary
 
@@ -269,3 +270,43 @@ def test_a_resumed_run_is_named_with_the_share_of_cases_a_resume_timed():
     assert resume_warnings(a, replace(a, run_id="A2")) == []
     assert resume_warnings(a, b) == [
         "B (B) was resumed 1 time(s): 1 of its 2 case(s) were timed by a resume, possibly on another machine start"]
+
+
+def _floored(case_id, seed, gather_us):
+    """A case of ~100 us whose bare gather of its rows took ``gather_us`` in its run."""
+    samples = _noisy(100, 0.005, seed=seed)
+    return CaseResult(case_id=case_id, params={"implementation": "multi_step"}, status="ok",
+                      samples_us=tuple(samples), stats=summary(samples).to_dict(),
+                      floor={"pcie_floor_us": 8.0, "gather_floor_us": gather_us})
+
+
+def test_a_node_whose_bare_gather_is_slower_is_named_with_the_geometric_mean_of_the_floors():
+    a = _run("A", [_floored("b1", 1, 10.0), _floored("b2", 2, 20.0), _floored("b4", 3, 40.0)])
+    slower = _run("B", [_floored("b1", 4, 15.0), _floored("b2", 5, 30.0), _floored("b4", 6, 60.0)])
+    shift = gather_floor_shift(a, slower)
+    assert shift.ratio == pytest.approx(1.5) and shift.cases == 3
+    assert floor_warnings(a, slower) == [
+        "the bare gather floor takes 1.50x A's time in B (geometric mean over 3 case(s)): the nodes (or the "
+        "floor's own code) differ, so each case's change mixes that with the code's; compare each case against "
+        "its floor (`/ gather floor`), or runs of one node"]
+    # within the lone pair's 5%: the floors of one node from run to run (1.01 here) say nothing
+    same_node = _run("C", [_floored("b1", 7, 10.1), _floored("b2", 8, 20.2), _floored("b4", 9, 40.4)])
+    assert floor_warnings(a, same_node) == []
+    # a case failed in one run, or without a floor, is not in the mean
+    partly = replace(slower, cases=(slower.cases[0], _case("b2", [], status="failed"), _floored("b4", 6, 40.0)))
+    assert gather_floor_shift(a, partly).cases == 2 and gather_floor_shift(a, partly).ratio == pytest.approx(1.5 ** 0.5)
+    assert gather_floor_shift(a, _run("D", [_case("b1", _noisy(100, 0.005, seed=1))])) is None
+
+
+def test_a_different_pinned_copy_rate_is_a_warning_and_the_cli_prints_the_floor_warnings(tmp_path):
+    a = replace(_run("A", [_floored("b1", 1, 10.0)]), floors={"pinned_h2d_gbps": 55.0})
+    b = replace(_run("B", [_floored("b1", 2, 10.0)]), floors={"pinned_h2d_gbps": 40.0})
+    assert floor_warnings(a, b) == [
+        "the pinned host->device copy floor takes 1.38x A's time in B: the nodes (or the floor's own code) "
+        "differ, so each case's change mixes that with the code's; compare each case against its floor "
+        "(`/ gather floor`), or runs of one node"]
+    assert floor_warnings(a, replace(b, floors={})) == []
+    slow_host = replace(_run("S", [_floored("b1", 3, 14.0)]), floors={"pinned_h2d_gbps": 55.0})
+    r = _cli(_write(tmp_path, a), _write(tmp_path, slow_host))
+    assert "warning: the bare gather floor takes 1.40x A's time in B (geometric mean over 1 case(s))" in r.output
+

@@ -33,9 +33,10 @@ def _samples(level, noise=0.001, n=10, seed=0):
 
 
 def _run_file(root, name, commit, levels, *, created, backend="cuda", config="ci", machine="h200", seed=0,
-              failed=()):
+              failed=(), gather_floor=None):
+    floor = {"gather_floor_us": gather_floor} if gather_floor else None  # every case's bare gather, in us
     cases = [CaseResult(case_id=cid, params={"implementation": "multi_step"}, status="ok",
-                        samples_us=tuple(s), stats=summary(s).to_dict())
+                        samples_us=tuple(s), stats=summary(s).to_dict(), floor=floor)
              for i, (cid, level) in enumerate(levels.items()) if cid not in failed
              for s in [_samples(level, seed=seed * 100 + i)]]
     cases += [CaseResult.failed(cid, {"implementation": "multi_step"}, "invariant 1 failed") for cid in failed]
@@ -134,6 +135,25 @@ def test_gate_refuses_incomparable_runs_and_no_common_case(tmp_path):
     r = _gate("--base", base, "--head", other)
     assert r.exit_code == 2 and "no common cases: base.json and other.json share no case id" in r.output
     assert _gate().exit_code == 2
+
+
+def test_gate_warns_when_the_head_node_gathers_slower_and_writes_it_to_the_gate_file(tmp_path):
+    base = _run_file(tmp_path, "base", "aaaa1111", LEVELS, created="2026-11-01T00:00:00Z", seed=1, gather_floor=10.0)
+    slow_node = _run_file(tmp_path, "head", "bbbb2222", {"a": 140.0, "b": 70.0}, created="2026-11-02T00:00:00Z",
+                          seed=2, gather_floor=14.0)
+    out = tmp_path / "gate.json"
+    r = _gate("--base", base, "--head", slow_node, "--json", str(out))
+    line = ("warning: the bare gather floor takes 1.40x the base's time in the head (geometric mean over 2 "
+            "case(s)): the nodes (or the floor's own code) differ")
+    assert r.exit_code == 4 and line in r.output  # a warning, not a verdict: the cases are still suspect
+    assert json.loads(out.read_text())["warnings"] == [line.removeprefix("warning: ") + (
+        ", so each case's change mixes that with the code's; compare each case against its floor "
+        "(`/ gather floor`), or runs of one node")]
+    same_node = _run_file(tmp_path, "head2", "bbbb2222", LEVELS, created="2026-11-02T01:00:00Z", seed=3,
+                          gather_floor=10.1)
+    out2 = tmp_path / "gate2.json"
+    r = _gate("--base", base, "--head", same_node, "--json", str(out2))
+    assert r.exit_code == 0 and "warning" not in r.output and json.loads(out2.read_text())["warnings"] == []
 
 
 def test_gate_lists_newly_failed_cases(tmp_path):
