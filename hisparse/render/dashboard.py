@@ -189,16 +189,23 @@ class _Frame:
                              f'transform="rotate(-40 {xi:.1f} {yb})">{E(c[:8])}</text>')
         return parts
 
-    def floor(self, floors: Sequence[float | None]) -> str:
-        """The PCIe floor per commit: a dashed grey line (time the bytes need at pinned-copy speed)."""
+    def floor(self, floors: Sequence[float | None], kind: str = "pcie") -> str:
+        """A floor per commit, as a dashed line: ``pcie`` (grey: the time the bytes need at pinned-copy
+        speed) or ``gather`` (brown: the bare gather of the case's rows, which moves with the node)."""
         pts = [(i, f) for i, f in enumerate(floors) if f]
         if not pts:
             return ""
+        css, label, stroke, dash = FLOOR_LINES[kind]
         line = " ".join(f"{self.x(i):.1f},{self.y(f):.1f}" for i, f in pts)
-        return (f'<polyline class="floor" points="{line}" fill="none" stroke="#8a939e" stroke-dasharray="6,4" '
-                f'stroke-width="1.3"><title>PCIe floor {E(fmt_us(pts[-1][1]))}</title></polyline>'
+        return (f'<polyline class="{css}" points="{line}" fill="none" stroke="{stroke}" stroke-dasharray="{dash}" '
+                f'stroke-width="1.3"><title>{label} {E(fmt_us(pts[-1][1]))}</title></polyline>'
                 f'<text x="{self.x(pts[-1][0]) - 4:.1f}" y="{self.y(pts[-1][1]) - 5:.1f}" text-anchor="end" '
-                f'fill="#6b7785">PCIe floor</text>')
+                f'fill="{stroke}">{label}</text>')
+
+
+# kind -> (css class, label, stroke, dash) of a floor line
+FLOOR_LINES = {"pcie": ("floor", "PCIe floor", "#6b7785", "6,4"),
+               "gather": ("gather-floor", "gather floor", "#8a5a2b", "2,3")}
 
 
 def _frame(values: Sequence[float], n: int, width: int, height: int) -> _Frame:
@@ -213,12 +220,13 @@ def _point_title(p: CommitPoint, m: float, q1: float, q3: float, prefix: str = "
 
 
 def trend_chart(t: TrackedSeries, width: int = 900, height: int = 320) -> str:
-    """Median per commit (line + points with hover titles), IQR band, PCIe floor, change points, failed commits."""
+    """Median per commit (line + points with hover titles), IQR band, PCIe and gather floors, change points,
+    failed commits."""
     pts = t.series.points
     rows = [(i, p, stats.median(p.samples_us), *_quartiles(p.samples_us)) for i, p in enumerate(pts) if p.ok]
     if not rows:
         return f'<svg class="trend" width="{width}" height="{height}"><text x="20" y="40">no data</text></svg>'
-    floors = [f for f in t.floor_us if f]
+    floors = [f for f in (*t.floor_us, *t.gather_floor_us) if f]
     fr = _frame([r[3] for r in rows] + [r[4] for r in rows] + floors, len(pts), width, height)
     x, y = fr.x, fr.y
     parts = fr.axes("trend", [p.commit for p in pts])
@@ -226,6 +234,7 @@ def trend_chart(t: TrackedSeries, width: int = 900, height: int = 320) -> str:
             + [f"{x(i):.1f},{y(q1):.1f}" for i, _, _, q1, _ in reversed(rows)])
     parts.append(f'<polygon class="iqr" points="{" ".join(band)}" fill="#2f6fd0" fill-opacity="0.15" stroke="none"/>')
     parts.append(fr.floor(t.floor_us))
+    parts.append(fr.floor(t.gather_floor_us, "gather"))
     parts.append('<polyline class="median" points="%s" fill="none" stroke="#2f6fd0" stroke-width="1.6"/>'
                  % " ".join(f"{x(i):.1f},{y(m):.1f}" for i, _, m, _, _ in rows))
     for c in t.changes:
@@ -248,7 +257,8 @@ def trend_chart(t: TrackedSeries, width: int = 900, height: int = 320) -> str:
 
 def compare_chart(members: Sequence[TrackedSeries], width: int = 900, height: int = 340) -> str:
     """The implementations that measure one case, one median line each (colour and marker shape per
-    implementation, hollow for the sglang ones), on one commit axis, with the case's PCIe floor."""
+    implementation, hollow for the sglang ones), on one commit axis, with the case's PCIe and gather floors
+    (each commit's from the first member that recorded one there)."""
     commits: dict[str, tuple] = {}
     for t in members:
         for p in t.series.points:
@@ -256,16 +266,18 @@ def compare_chart(members: Sequence[TrackedSeries], width: int = 900, height: in
     order = sorted(commits, key=lambda c: commits[c])
     at = {c: i for i, c in enumerate(order)}
     meds = [stats.median(p.samples_us) for t in members for p in t.series.points if p.ok]
-    floor_of = {}  # commit -> floor, from the first member that recorded one there
+    floor_of: dict[str, dict] = {"pcie": {}, "gather": {}}  # kind -> commit -> floor
     for t in members:
-        for p, f in zip(t.series.points, t.floor_us):
-            if f:
-                floor_of.setdefault(p.commit, f)
+        for kind, floors in (("pcie", t.floor_us), ("gather", t.gather_floor_us)):
+            for p, f in zip(t.series.points, floors):
+                if f:
+                    floor_of[kind].setdefault(p.commit, f)
     if not meds:
         return f'<svg class="compare" width="{width}" height="{height}"><text x="20" y="40">no data</text></svg>'
-    fr = _frame(meds + list(floor_of.values()), len(order), width, height)
+    fr = _frame(meds + [f for by in floor_of.values() for f in by.values()], len(order), width, height)
     parts = fr.axes("compare", order)
-    parts.append(fr.floor([floor_of.get(c) for c in order]))
+    for kind, by in floor_of.items():
+        parts.append(fr.floor([by.get(c) for c in order], kind))
     for k, t in enumerate(members):
         impl = str(t.series.params.get("implementation") or t.series.case_id.split("/")[0])
         style = impl_style(impl)

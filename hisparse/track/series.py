@@ -29,11 +29,14 @@ def detect(series: Series) -> list[ChangePoint]:
 
 @dataclass
 class TrackedSeries:
-    """A series, its change points and its PCIe floor per commit (None where not recorded)."""
+    """A series, its change points and its floors per commit (None where not recorded)."""
 
     series: Series
     changes: list[ChangePoint] = field(default_factory=list)
-    floor_us: list[float | None] = field(default_factory=list)  # one per point
+    floor_us: list[float | None] = field(default_factory=list)  # the PCIe floor, one per point
+    # The bare gather of the case's rows, one per point: it moves with the node's host (two H100 nodes of
+    # 2026-12-06 gathered the same rows 1.49x apart), so a step in the case that it shares is the node's.
+    gather_floor_us: list[float | None] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -60,22 +63,23 @@ class History:
         return [(t, c) for t in self.tracked for c in t.regressions]
 
 
-def _floors(series: Series, runs: list[RunFile]) -> list[float | None]:
-    """The median recorded PCIe floor of the series' case in each point's runs."""
+def _floors(series: Series, runs: list[RunFile], key: str = "pcie_floor_us") -> list[float | None]:
+    """The median recorded floor ``key`` of the series' case in each point's runs."""
     by_id = {r.run_id: r for r in runs}
     out: list[float | None] = []
     for p in series.points:
         vals = [float(f) for rid in p.run_ids for c in by_id[rid].cases
                 if c["case_id"] == series.case_id and str(by_id[rid].data.get("backend") or "") == series.backend
                 and timing_key(c.get("timing")) == series.timing
-                for f in [(c.get("floor") or {}).get("pcie_floor_us")] if f]
+                for f in [(c.get("floor") or {}).get(key)] if f]
         out.append(stats.median(vals) if vals else None)
     return out
 
 
 def track(runs: list[RunFile], *, repo: str | os.PathLike | None = None) -> list[TrackedSeries]:
     """Every series of ``runs`` with its change points and floors."""
-    return [TrackedSeries(s, detect(s), _floors(s, runs)) for s in build_series(runs, repo=repo)]
+    return [TrackedSeries(s, detect(s), _floors(s, runs), _floors(s, runs, "gather_floor_us"))
+            for s in build_series(runs, repo=repo)]
 
 
 def load_history(results_dir: str | os.PathLike, *, repo: str | os.PathLike | None = None,

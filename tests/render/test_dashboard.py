@@ -358,6 +358,29 @@ def test_floor_is_drawn_where_the_run_recorded_it(five_commits, tmp_path):
     assert len(ys) == 1  # flat: the same floor at every commit
 
 
+def test_the_gather_floor_is_drawn_beside_the_case_and_steps_with_a_slower_node(tmp_path):
+    """Commits 3-4 ran on a node whose host gathers 1.4x slower: the case and its gather floor step
+    together, and the trend and the implementations' chart draw that floor as its own line."""
+    from hisparse.render.dashboard import compare_chart, trend_chart
+
+    results = tmp_path / "results"
+    for i in range(5):
+        slow = 1.4 if i >= 3 else 1.0
+        run = make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": 100.0 * slow, "lru_sequential": 300.0},
+                       seed=i)
+        for c in run["cases"]:
+            c["floor"]["gather_floor_us"] = 2.0 * slow
+        write_run(results, run)
+    history = load_history(results)
+    t = next(t for t in history.tracked if t.series.case_id.startswith("multi_step/"))
+    assert t.gather_floor_us == pytest.approx([2.0, 2.0, 2.0, 2.8, 2.8]) and t.floor_us == [1.0] * 5
+    for svg in (trend_chart(t), compare_chart([t])):
+        line = re.search(r'class="gather-floor" points="([^"]+)"', svg).group(1).split()
+        ys = [float(pt.split(",")[1]) for pt in line]
+        assert len(ys) == 5 and ys[0] == ys[2] and ys[3] == ys[4] and ys[3] < ys[0]  # higher time, smaller y
+        assert ">gather floor</text>" in svg and svg.count('<polyline class="floor"') == 1
+
+
 def test_implementations_of_one_case_share_a_chart(tmp_path):
     results = _batch_sweep(tmp_path)
     out = tmp_path / "site"
