@@ -48,7 +48,7 @@ def dashboard(ctx: click.Context, results_dir: str, out_dir: str, repo: str, mac
     Exit status: 0 built, 1 a regression with --fail-on-regression, 2 on a usage error."""
     from hisparse.errors import HisparseError
     from hisparse.files import check_output_dir, same_file
-    from hisparse.render.dashboard import build_site
+    from hisparse.render.dashboard import build_site, node_note
     from hisparse.track.series import load_history
 
     try:
@@ -67,6 +67,7 @@ def dashboard(ctx: click.Context, results_dir: str, out_dir: str, repo: str, mac
     regressions = history.regressions
     for t, c in regressions:
         click.echo(f"regression: {t.key} at {t.series.points[c.index].commit[:12]}: "
-                   f"{c.before_median:.4g} -> {c.after_median:.4g} us ({c.change * 100:+.2f}%)")
+                   f"{c.before_median:.4g} -> {c.after_median:.4g} us ({c.change * 100:+.2f}%)"
+                   + node_note(t.gather_floor_step(c)))
     click.echo(f"{len(history.tracked)} benchmark(s), {len(site.pages)} page(s): {Path(out_dir) / 'index.html'}")
     ctx.exit(1 if fail_on_regression and regressions else 0)

@@ -304,7 +304,17 @@ def compare_chart(members: Sequence[TrackedSeries], width: int = 900, height: in
 def _change_text(t: TrackedSeries, c: ChangePoint) -> str:
     commit = t.series.points[c.index].commit
     return (f"{c.kind} at {commit[:12]}: {fmt_us(c.before_median)} -> {fmt_us(c.after_median)} "
-            f"({c.change * 100:+.2f}%, threshold {c.threshold * 100:.2f}%, p={c.p_value:.3f})")
+            f"({c.change * 100:+.2f}%, threshold {c.threshold * 100:.2f}%, p={c.p_value:.3f})"
+            + node_note(t.gather_floor_step(c)))
+
+
+def node_note(step: float | None) -> str:
+    """What a change point says when the case's gather floor stepped at the same commit."""
+    return f"; the gather floor moved {step:.2f}x at the same commit: the node changed too" if step else ""
+
+
+def _floor_step_cell(step: float | None) -> str:
+    return f'<span title="the node changed too">{step:.2f}x</span>' if step else "-"
 
 
 def _commit_slug(commit: str) -> str:
@@ -671,12 +681,14 @@ def build_site(history: History, out_dir: str | os.PathLike, *, make_plots: bool
         (_commits_row(c, by_commit[c], dates[c]) for c in reversed(commits)))))
 
     regressions = _table(
-        ["<benchmark", "<machine", "<backend", "<first commit", "before", "after", "change", "threshold", "p"], (
+        ["<benchmark", "<machine", "<backend", "<first commit", "before", "after", "change", "threshold", "p",
+         "gather floor step"], (
             [_link(_bench_href(t), t.series.case_id), E(t.series.machine), E(t.series.backend or "-"),
              _link(f"commit/{_commit_slug(t.series.points[c.index].commit)}.html",
                    t.series.points[c.index].commit[:12]),
              fmt_us(c.before_median), fmt_us(c.after_median), _bad(f"{c.change * 100:+.2f}%"),
-             f"{c.threshold * 100:.2f}%", f"{c.p_value:.3f}"] for t, c in site.regressions))
+             f"{c.threshold * 100:.2f}%", f"{c.p_value:.3f}", _floor_step_cell(t.gather_floor_step(c))]
+            for t, c in site.regressions))
     failed = _table(["<commit", "<machine", "<backend", "<case", "<reason"], (
         [_link(f"commit/{_commit_slug(c)}.html", c[:12]), E(r.machine), E(str(r.data.get("backend") or "-")),
          E(k["case_id"]), E(str(k.get("reason") or ""))]

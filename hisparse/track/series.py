@@ -6,6 +6,7 @@ recorded on a GPU machine is a series of its own and never the latest point of a
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,6 +15,7 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.track import changepoint
 from hisparse.track.changepoint import ChangePoint
+from hisparse.track.compare import FLOOR_SHIFT
 from hisparse.track.history import RunFile, Series, build_series, order_commits, scan_runs, timing_key
 
 REGRESSION = changepoint.REGRESSION
@@ -47,6 +49,16 @@ class TrackedSeries:
     @property
     def regressions(self) -> list[ChangePoint]:
         return [c for c in self.changes if c.kind == REGRESSION]
+
+    def gather_floor_step(self, c: ChangePoint) -> float | None:
+        """The gather floor at the change's first commit over the one before it (the nearest recorded on
+        each side), where it moved beyond compare's floor (FLOOR_SHIFT); else None. A change point with
+        such a step is the node's as much as the commit's."""
+        after = next((f for f in self.gather_floor_us[c.index:] if f), None)
+        before = next((f for f in reversed(self.gather_floor_us[:c.index]) if f), None)
+        if not (after and before) or abs(math.log(after / before)) <= math.log1p(FLOOR_SHIFT):
+            return None
+        return after / before
 
 
 @dataclass

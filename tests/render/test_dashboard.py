@@ -359,13 +359,13 @@ def test_floor_is_drawn_where_the_run_recorded_it(five_commits, tmp_path):
 
 
 def test_the_gather_floor_is_drawn_beside_the_case_and_steps_with_a_slower_node(tmp_path):
-    """Commits 3-4 ran on a node whose host gathers 1.4x slower: the case and its gather floor step
+    """Commits 8-11 ran on a node whose host gathers 1.4x slower: the case and its gather floor step
     together, and the trend and the implementations' chart draw that floor as its own line."""
-    from hisparse.render.dashboard import compare_chart, trend_chart
+    from hisparse.render.dashboard import _bench_href, compare_chart, trend_chart
 
     results = tmp_path / "results"
-    for i in range(5):
-        slow = 1.4 if i >= 3 else 1.0
+    for i in range(12):
+        slow = 1.4 if i >= 8 else 1.0
         run = make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": 100.0 * slow, "lru_sequential": 300.0},
                        seed=i)
         for c in run["cases"]:
@@ -373,12 +373,28 @@ def test_the_gather_floor_is_drawn_beside_the_case_and_steps_with_a_slower_node(
         write_run(results, run)
     history = load_history(results)
     t = next(t for t in history.tracked if t.series.case_id.startswith("multi_step/"))
-    assert t.gather_floor_us == pytest.approx([2.0, 2.0, 2.0, 2.8, 2.8]) and t.floor_us == [1.0] * 5
+    assert t.gather_floor_us == pytest.approx([2.0] * 8 + [2.8] * 4) and t.floor_us == [1.0] * 12
     for svg in (trend_chart(t), compare_chart([t])):
         line = re.search(r'class="gather-floor" points="([^"]+)"', svg).group(1).split()
         ys = [float(pt.split(",")[1]) for pt in line]
-        assert len(ys) == 5 and ys[0] == ys[2] and ys[3] == ys[4] and ys[3] < ys[0]  # higher time, smaller y
+        assert len(ys) == 12 and len(set(ys[:8])) == len(set(ys[8:])) == 1 and ys[8] < ys[0]  # more time: up
         assert ">gather floor</text>" in svg and svg.count('<polyline class="floor"') == 1
+    # the change point at commit 8 says the node moved with it, on the bench page, on the regressions
+    # page and in the command's output
+    (c,) = t.regressions
+    assert c.index == 8 and t.gather_floor_step(c) == pytest.approx(1.4)
+    note = "the gather floor moved 1.40x at the same commit: the node changed too"
+    r = CliRunner().invoke(cli_main, ["dashboard", "--results", str(results), "--out", str(tmp_path / "site"),
+                                      "--no-plots"])
+    assert r.exit_code == 0, r.output
+    assert f"regression: {t.key} at {fake_commit(8)[:12]}: " in r.output and note in r.output
+    bench = (tmp_path / "site" / _bench_href(t)).read_text()
+    assert note in bench
+    rows = Page((tmp_path / "site" / "regressions.html").read_text()).rows
+    assert [r[-1] for r in rows if r and r[0] == t.series.case_id] == ["1.40x"]
+    # lru_sequential kept its level and its floor stepped too: no change point, nothing to say
+    lru = next(t for t in history.tracked if t.series.case_id.startswith("lru_sequential/"))
+    assert lru.changes == []
 
 
 def test_implementations_of_one_case_share_a_chart(tmp_path):
