@@ -310,11 +310,12 @@ def _change_text(t: TrackedSeries, c: ChangePoint) -> str:
 
 def node_note(step: float | None) -> str:
     """What a change point says when the case's gather floor stepped at the same commit."""
-    return f"; the gather floor moved {step:.2f}x at the same commit: the node changed too" if step else ""
+    return (f"; its gather floor moved {step:.2f}x at the same commit: the node, the case's rows or the floor "
+            "changed too, not only the kernels") if step else ""
 
 
 def _floor_step_cell(step: float | None) -> str:
-    return f'<span title="the node changed too">{step:.2f}x</span>' if step else "-"
+    return f'<span title="the node, the rows or the floor changed too">{step:.2f}x</span>' if step else "-"
 
 
 def _commit_slug(commit: str) -> str:

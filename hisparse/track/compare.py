@@ -213,7 +213,8 @@ def floor_warnings(run_a: RunRecord, run_b: RunRecord, limit: float = FLOOR_SHIF
             continue
         over = f" (geometric mean over {shift.cases} case(s))" if shift.cases else ""
         out.append(f"the {shift.name} floor takes {shift.ratio:.2f}x {names[0]}'s time in {names[1]}{over}: "
-                   "the nodes (or the floor's own code) differ, so each case's change mixes that with the code's; "
+                   "the nodes, the cases' rows or the floor's own code differ, so each case's change mixes that "
+                   "with the kernels'; "
                    "compare each case against its floor (`/ gather floor`), or runs of one node")
     return out
 

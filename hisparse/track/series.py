@@ -53,7 +53,7 @@ class TrackedSeries:
     def gather_floor_step(self, c: ChangePoint) -> float | None:
         """The gather floor at the change's first commit over the one before it (the nearest recorded on
         each side), where it moved beyond compare's floor (FLOOR_SHIFT); else None. A change point with
-        such a step is the node's as much as the commit's."""
+        such a step is not the kernels' alone: the node, the case's rows or the floor moved with it."""
         after = next((f for f in self.gather_floor_us[c.index:] if f), None)
         before = next((f for f in reversed(self.gather_floor_us[:c.index]) if f), None)
         if not (after and before) or abs(math.log(after / before)) <= math.log1p(FLOOR_SHIFT):

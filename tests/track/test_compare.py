@@ -286,9 +286,9 @@ def test_a_node_whose_bare_gather_is_slower_is_named_with_the_geometric_mean_of_
     shift = gather_floor_shift(a, slower)
     assert shift.ratio == pytest.approx(1.5) and shift.cases == 3
     assert floor_warnings(a, slower) == [
-        "the bare gather floor takes 1.50x A's time in B (geometric mean over 3 case(s)): the nodes (or the "
-        "floor's own code) differ, so each case's change mixes that with the code's; compare each case against "
-        "its floor (`/ gather floor`), or runs of one node"]
+        "the bare gather floor takes 1.50x A's time in B (geometric mean over 3 case(s)): the nodes, the cases' "
+        "rows or the floor's own code differ, so each case's change mixes that with the kernels'; compare each "
+        "case against its floor (`/ gather floor`), or runs of one node"]
     # within the lone pair's 5%: the floors of one node from run to run (1.01 here) say nothing
     same_node = _run("C", [_floored("b1", 7, 10.1), _floored("b2", 8, 20.2), _floored("b4", 9, 40.4)])
     assert floor_warnings(a, same_node) == []
@@ -302,9 +302,9 @@ def test_a_different_pinned_copy_rate_is_a_warning_and_the_cli_prints_the_floor_
     a = replace(_run("A", [_floored("b1", 1, 10.0)]), floors={"pinned_h2d_gbps": 55.0})
     b = replace(_run("B", [_floored("b1", 2, 10.0)]), floors={"pinned_h2d_gbps": 40.0})
     assert floor_warnings(a, b) == [
-        "the pinned host->device copy floor takes 1.38x A's time in B: the nodes (or the floor's own code) "
-        "differ, so each case's change mixes that with the code's; compare each case against its floor "
-        "(`/ gather floor`), or runs of one node"]
+        "the pinned host->device copy floor takes 1.38x A's time in B: the nodes, the cases' rows or the "
+        "floor's own code differ, so each case's change mixes that with the kernels'; compare each case against "
+        "its floor (`/ gather floor`), or runs of one node"]
     assert floor_warnings(a, replace(b, floors={})) == []
     slow_host = replace(_run("S", [_floored("b1", 3, 14.0)]), floors={"pinned_h2d_gbps": 55.0})
     r = _cli(_write(tmp_path, a), _write(tmp_path, slow_host))

@@ -144,10 +144,10 @@ def test_gate_warns_when_the_head_node_gathers_slower_and_writes_it_to_the_gate_
     out = tmp_path / "gate.json"
     r = _gate("--base", base, "--head", slow_node, "--json", str(out))
     line = ("warning: the bare gather floor takes 1.40x the base's time in the head (geometric mean over 2 "
-            "case(s)): the nodes (or the floor's own code) differ")
+            "case(s)): the nodes, the cases' rows or the floor's own code differ")
     assert r.exit_code == 4 and line in r.output  # a warning, not a verdict: the cases are still suspect
     assert json.loads(out.read_text())["warnings"] == [line.removeprefix("warning: ") + (
-        ", so each case's change mixes that with the code's; compare each case against its floor "
+        ", so each case's change mixes that with the kernels'; compare each case against its floor "
         "(`/ gather floor`), or runs of one node")]
     same_node = _run_file(tmp_path, "head2", "bbbb2222", LEVELS, created="2026-11-02T01:00:00Z", seed=3,
                           gather_floor=10.1)
