@@ -173,6 +173,11 @@ def comparability_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
 FLOOR_SHIFT = DEFAULT_POLICY.min_effect_unknown_noise
 
 
+def floor_moved(ratio: float, limit: float = FLOOR_SHIFT) -> bool:
+    """Whether a floor's ratio between two runs lies beyond ``limit`` either way."""
+    return abs(math.log(ratio)) > math.log1p(limit)
+
+
 @dataclass(frozen=True)
 class FloorShift:
     """B over A of a floor both runs measured: ``ratio`` > 1 means B's node is slower there."""
@@ -190,7 +195,7 @@ def gather_floor_shift(run_a: RunRecord, run_b: RunRecord) -> FloorShift | None:
         if case_b is None or not (case_a.ok and case_b.ok):
             continue
         fa, fb = ((c.floor or {}).get("gather_floor_us") for c in (case_a, case_b))
-        if fa and fb and fa > 0 and fb > 0:
+        if fa and fb and min(fa, fb) > 0:
             logs.append(math.log(fb / fa))
     return FloorShift("bare gather", math.exp(sum(logs) / len(logs)), len(logs)) if logs else None
 
@@ -209,7 +214,7 @@ def floor_warnings(run_a: RunRecord, run_b: RunRecord, limit: float = FLOOR_SHIF
     the node, and only the floors, measured in each run, show it."""
     out = []
     for shift in (gather_floor_shift(run_a, run_b), pinned_copy_shift(run_a, run_b)):
-        if shift is None or abs(math.log(shift.ratio)) <= math.log1p(limit):
+        if shift is None or not floor_moved(shift.ratio, limit):
             continue
         over = f" (geometric mean over {shift.cases} case(s))" if shift.cases else ""
         out.append(f"the {shift.name} floor takes {shift.ratio:.2f}x {names[0]}'s time in {names[1]}{over}: "

@@ -6,7 +6,6 @@ recorded on a GPU machine is a series of its own and never the latest point of a
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,7 +14,7 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.track import changepoint
 from hisparse.track.changepoint import ChangePoint
-from hisparse.track.compare import FLOOR_SHIFT
+from hisparse.track.compare import floor_moved
 from hisparse.track.history import RunFile, Series, build_series, order_commits, scan_runs, timing_key
 
 REGRESSION = changepoint.REGRESSION
@@ -52,13 +51,11 @@ class TrackedSeries:
 
     def gather_floor_step(self, c: ChangePoint) -> float | None:
         """The gather floor at the change's first commit over the one before it (the nearest recorded on
-        each side), where it moved beyond compare's floor (FLOOR_SHIFT); else None. A change point with
+        each side), where it moved beyond compare's floor (``floor_moved``); else None. A change point with
         such a step is not the kernels' alone: the node, the case's rows or the floor moved with it."""
         after = next((f for f in self.gather_floor_us[c.index:] if f), None)
         before = next((f for f in reversed(self.gather_floor_us[:c.index]) if f), None)
-        if not (after and before) or abs(math.log(after / before)) <= math.log1p(FLOOR_SHIFT):
-            return None
-        return after / before
+        return after / before if after and before and floor_moved(after / before) else None
 
 
 @dataclass
@@ -75,23 +72,26 @@ class History:
         return [(t, c) for t in self.tracked for c in t.regressions]
 
 
-def _floors(series: Series, runs: list[RunFile], key: str = "pcie_floor_us") -> list[float | None]:
-    """The median recorded floor ``key`` of the series' case in each point's runs."""
+FLOOR_KEYS = ("pcie_floor_us", "gather_floor_us")  # TrackedSeries.floor_us, .gather_floor_us
+
+
+def _floors(series: Series, runs: list[RunFile]) -> list[list[float | None]]:
+    """Per floor of FLOOR_KEYS, the median recorded value of the series' case in each point's runs."""
     by_id = {r.run_id: r for r in runs}
-    out: list[float | None] = []
+    out: list[list[float | None]] = [[] for _ in FLOOR_KEYS]
     for p in series.points:
-        vals = [float(f) for rid in p.run_ids for c in by_id[rid].cases
-                if c["case_id"] == series.case_id and str(by_id[rid].data.get("backend") or "") == series.backend
-                and timing_key(c.get("timing")) == series.timing
-                for f in [(c.get("floor") or {}).get(key)] if f]
-        out.append(stats.median(vals) if vals else None)
+        floors = [c.get("floor") or {} for rid in p.run_ids for c in by_id[rid].cases
+                  if c["case_id"] == series.case_id and str(by_id[rid].data.get("backend") or "") == series.backend
+                  and timing_key(c.get("timing")) == series.timing]
+        for key, column in zip(FLOOR_KEYS, out):
+            vals = [float(f[key]) for f in floors if f.get(key)]
+            column.append(stats.median(vals) if vals else None)
     return out
 
 
 def track(runs: list[RunFile], *, repo: str | os.PathLike | None = None) -> list[TrackedSeries]:
     """Every series of ``runs`` with its change points and floors."""
-    return [TrackedSeries(s, detect(s), _floors(s, runs), _floors(s, runs, "gather_floor_us"))
-            for s in build_series(runs, repo=repo)]
+    return [TrackedSeries(s, detect(s), *_floors(s, runs)) for s in build_series(runs, repo=repo)]
 
 
 def load_history(results_dir: str | os.PathLike, *, repo: str | os.PathLike | None = None,
