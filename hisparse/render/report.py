@@ -89,6 +89,9 @@ def run_heading(named: Named, level: int = 2) -> str:
     if r.backend == "reference":
         lines.append("Reference backend: PyTorch-on-CPU times, not kernel times.")
     lines += [resume_text(x, "Resumed") + "." for x in r.resumes]
+    if not r.finished:  # interrupted and not resumed to its end: the config's later cases are absent
+        lines.append("Unfinished: the sweep stopped before its last case; the cases it did not reach are "
+                     "absent from these tables.")
     lines += not_timed([c for c in r.cases if not c.ok])
     return "\n".join(lines)
 

@@ -52,6 +52,18 @@ def test_the_heading_names_a_resume_and_the_cases_it_timed(default_data):
     assert "Resumed 2026-12-06T06:20:00Z: 1 case(s) timed then, environment as recorded." in doc
 
 
+def test_the_heading_says_when_the_sweep_did_not_reach_its_end(default_data):
+    assert "Unfinished" not in document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
+    data = copy.deepcopy(default_data)
+    data["finished"] = None
+    data["cases"] = data["cases"][:100]
+    doc = document([Named(DEFAULT, run_from_dict(data))])
+    facts = doc.split(f"## `default`: `{DEFAULT}`", 1)[1]
+    assert "2026-12-03 17:02:54 UTC" in facts  # no end time
+    assert "100 of 100 cases ok" in facts
+    assert "Unfinished: the sweep stopped before its last case" in facts
+
+
 def test_the_serving_grid_row_holds_the_run_files_medians_and_floor(default_data):
     doc = document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
     serving = doc.split("### `serving`", 1)[1].split("###", 1)[0]
