@@ -222,6 +222,7 @@ def vs_sglang_table(run: RunRecord) -> str:
     """Our cases next to sglang's doing the same work (the engine's stored ``counterpart_link``):
     both medians and ours/sglang; "" when the run has no such pair."""
     rows, ratios, crossed = [], [], 0
+    by_regime: dict[str, list[float | None]] = {}
     for c in run.cases:
         link = c.counterpart_link
         if link is None:
@@ -230,6 +231,7 @@ def vs_sglang_table(run: RunRecord) -> str:
         cross = link.ratio is not None and cross_session(run, c.case_id, link.case_id)
         crossed += cross
         ratios.append(link.ratio)
+        by_regime.setdefault("warm" if axes.layers(c.params) == 1 else "decode", []).append(link.ratio)
         rows.append([str(c.params.get("implementation") or c.case_id.split("/")[0]), _without_impl(c.case_id),
                      us(c.median_us), us(theirs.median_us if theirs is not None and theirs.ok else None),
                      num(link.ratio, ".3f") + ("+" if cross else "")])
@@ -237,7 +239,16 @@ def vs_sglang_table(run: RunRecord) -> str:
         return ""
     return ("ours vs sglang (median time per call; ours/sglang < 1: ours faster):\n"
             + table(["ours", "case", "ours us", "sglang us", "ours/sglang"], rows, "llrrr")
-            + "\n" + faster_line(ratios) + (f"\n{CROSS_NOTE} ({crossed} pair(s))" if crossed else ""))
+            + "\n" + faster_line(ratios) + regime_lines(by_regime)
+            + (f"\n{CROSS_NOTE} ({crossed} pair(s))" if crossed else ""))
+
+
+def regime_lines(by_regime: dict[str, list[float | None]]) -> str:
+    """The count per regime, where the pairs span both: a kernel can win every decode pair and lose warm
+    ones, and the decode regime is the one a deployment runs in (README, "Two regimes")."""
+    if len(by_regime) < 2:
+        return ""
+    return "".join(f"\n  {name}: {faster_line(by_regime[name])}" for name in ("decode", "warm") if name in by_regime)
 
 
 def run_summary(run: RunRecord, noise_threshold: float = 0.05) -> str:

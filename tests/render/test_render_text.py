@@ -74,6 +74,21 @@ def test_run_summary_puts_ours_next_to_sglang():
     assert ("ours faster in 1 of 2 pairs, slower in 1; 1 without a ratio (sglang's case not timed)" in lines)
 
 
+def test_run_summary_counts_the_pairs_of_each_regime_when_there_are_both():
+    from dataclasses import replace  # noqa: PLC0415
+
+    decode = [replace(c, params={**c.params, "workload_params": {"layers": 61}}) for c in
+              _pair("multi_step", "serving/b1/s4/k2048/h4096/i576/pdl1/layers=61", 20.0, 30.0, 0.667)]
+    warm = (_pair("multi_step", "distinct/b64/s4/k2048/h4096/i576/pdl1", 600.0, 500.0, 1.2)
+            + _pair("multi_step", "distinct/b1/s4/k2048/h4096/i576/pdl1", 20.0, 25.0, 0.8))
+    lines = text.run_summary(_run("r", decode + warm)).splitlines()
+    at = lines.index("ours faster in 2 of 3 pairs, slower in 1")
+    assert lines[at + 1:at + 3] == ["  decode: ours faster in 1 of 1 pairs, slower in 0",
+                                    "  warm: ours faster in 1 of 2 pairs, slower in 1"]
+    one_regime = text.run_summary(_run("r", warm))
+    assert "ours faster in 1 of 2 pairs, slower in 1" in one_regime and "  warm:" not in one_regime
+
+
 def test_run_summary_without_sglang_has_no_vs_table():
     out = text.run_summary(_run("r", [_case("multi_step/x", [10.0] * 10)]))
     assert "ours vs sglang" not in out
