@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hisparse.render.text import host_text, num, resume_text, table
+from hisparse.render.text import host_text, num, resume_text, table, vs_sglang_ratios
 from hisparse.results import axes as case_axes
 from hisparse.results.model import CaseResult, RunRecord
 
@@ -89,11 +89,29 @@ def run_heading(named: Named, level: int = 2) -> str:
     if r.backend == "reference":
         lines.append("Reference backend: PyTorch-on-CPU times, not kernel times.")
     lines += [resume_text(x, "Resumed") + "." for x in r.resumes]
+    lines += vs_sglang_line(r)
     if not r.finished:  # interrupted and not resumed to its end: the config's later cases are absent
         lines.append("Unfinished: the sweep stopped before its last case; the cases it did not reach are "
                      "absent from these tables.")
     lines += not_timed([c for c in r.cases if not c.ok])
     return "\n".join(lines)
+
+
+def vs_sglang_line(record: RunRecord) -> list[str]:
+    """How the run's ours/sglang pairs go, per regime where it has both (the tables hold the medians)."""
+    by_regime = vs_sglang_ratios(record)
+    if not by_regime:
+        return []
+
+    def won(ratios: list) -> str:
+        rated = [x for x in ratios if x is not None]
+        return f"{sum(1 for x in rated if x < 1)} of {len(rated)}"
+
+    every = [x for ratios in by_regime.values() for x in ratios]
+    split = f" ({', '.join(f'{name} {won(r)}' for name, r in by_regime.items())})" if len(by_regime) > 1 else ""
+    untimed = sum(1 for x in every if x is None)
+    return [f"Against sglang's kernels, in the pairs where both were timed: ours faster in {won(every)}{split}"
+            + (f"; {untimed} pair(s) without sglang's time." if untimed else ".")]
 
 
 def not_timed(failed: list[CaseResult]) -> list[str]:

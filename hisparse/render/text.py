@@ -221,8 +221,7 @@ def faster_line(ratios: Iterable[float | None], what: str = "pairs") -> str:
 def vs_sglang_table(run: RunRecord) -> str:
     """Our cases next to sglang's doing the same work (the engine's stored ``counterpart_link``):
     both medians and ours/sglang; "" when the run has no such pair."""
-    rows, ratios, crossed = [], [], 0
-    by_regime: dict[str, list[float | None]] = {}
+    rows, crossed = [], 0
     for c in run.cases:
         link = c.counterpart_link
         if link is None:
@@ -230,8 +229,6 @@ def vs_sglang_table(run: RunRecord) -> str:
         theirs = run.case(link.case_id)
         cross = link.ratio is not None and cross_session(run, c.case_id, link.case_id)
         crossed += cross
-        ratios.append(link.ratio)
-        by_regime.setdefault("warm" if axes.layers(c.params) == 1 else "decode", []).append(link.ratio)
         rows.append([str(c.params.get("implementation") or c.case_id.split("/")[0]), _without_impl(c.case_id),
                      us(c.median_us), us(theirs.median_us if theirs is not None and theirs.ok else None),
                      num(link.ratio, ".3f") + ("+" if cross else "")])
@@ -239,16 +236,29 @@ def vs_sglang_table(run: RunRecord) -> str:
         return ""
     return ("ours vs sglang (median time per call; ours/sglang < 1: ours faster):\n"
             + table(["ours", "case", "ours us", "sglang us", "ours/sglang"], rows, "llrrr")
-            + "\n" + faster_line(ratios) + regime_lines(by_regime)
-            + (f"\n{CROSS_NOTE} ({crossed} pair(s))" if crossed else ""))
+            + "\n" + "\n".join(vs_sglang_counts(run)) + (f"\n{CROSS_NOTE} ({crossed} pair(s))" if crossed else ""))
 
 
-def regime_lines(by_regime: dict[str, list[float | None]]) -> str:
-    """The count per regime, where the pairs span both: a kernel can win every decode pair and lose warm
-    ones, and the decode regime is the one a deployment runs in (README, "Two regimes")."""
-    if len(by_regime) < 2:
-        return ""
-    return "".join(f"\n  {name}: {faster_line(by_regime[name])}" for name in ("decode", "warm") if name in by_regime)
+def vs_sglang_ratios(run: RunRecord) -> dict[str, list[float | None]]:
+    """Ours/sglang of each of the run's pairs by regime ("decode", "warm"; None: sglang's case not timed).
+    A kernel can win every decode pair and lose warm ones, and the decode regime is the one a deployment
+    runs in (README, "Two regimes"), so the counts are given per regime too."""
+    out: dict[str, list[float | None]] = {}
+    for c in run.cases:
+        if c.counterpart_link is not None:
+            out.setdefault("warm" if axes.layers(c.params) == 1 else "decode", []).append(c.counterpart_link.ratio)
+    return dict(sorted(out.items()))  # decode first
+
+
+def vs_sglang_counts(run: RunRecord) -> list[str]:
+    """One line for all the pairs, then one per regime where the pairs span both; [] without a pair."""
+    by_regime = vs_sglang_ratios(run)
+    if not by_regime:
+        return []
+    lines = [faster_line([r for ratios in by_regime.values() for r in ratios])]
+    if len(by_regime) > 1:
+        lines += [f"  {name}: {faster_line(ratios)}" for name, ratios in by_regime.items()]
+    return lines
 
 
 def run_summary(run: RunRecord, noise_threshold: float = 0.05) -> str:

@@ -52,6 +52,19 @@ def test_the_heading_names_a_resume_and_the_cases_it_timed(default_data):
     assert "Resumed 2026-12-06T06:20:00Z: 1 case(s) timed then, environment as recorded." in doc
 
 
+def test_a_vs_sglang_heading_counts_the_pairs_ours_wins_in_each_regime():
+    # hand-read from the committed file: ours/sglang < 1 in all 111 timed pairs, 6 of them in the decode
+    # regime; 5 of sglang's multi-step cases failed invariant 7 (2 decode, 3 warm)
+    path = "results/runs/20261204-181539_abfd03ab0efe_vs-sglang.json"
+    doc = document([Named(path, load_run(REPO / path))])
+    assert ("Against sglang's kernels, in the pairs where both were timed: ours faster in 111 of 111 "
+            "(decode 6 of 6, warm 105 of 105); 5 pair(s) without sglang's time.") in doc
+
+
+def test_a_run_without_sglang_pairs_has_no_count(default_data):
+    assert "Against sglang" not in document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
+
+
 def test_the_heading_says_when_the_sweep_did_not_reach_its_end(default_data):
     assert "Unfinished" not in document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
     data = copy.deepcopy(default_data)
