@@ -53,8 +53,9 @@ def test_the_heading_names_a_resume_and_the_cases_it_timed(default_data):
 
 
 def test_a_vs_sglang_heading_counts_the_pairs_ours_wins_in_each_regime():
-    # hand-read from the committed file: ours/sglang < 1 in all 111 timed pairs, 6 of them in the decode
-    # regime; 5 of sglang's multi-step cases failed invariant 7 (2 decode, 3 warm)
+    # read off the committed file's JSON (each link's stored ratio; the regime from the `/layers=` suffix
+    # of the case id): ours/sglang < 1 in all 111 timed pairs, 6 of them in the decode regime; 5 of
+    # sglang's multi-step cases failed invariant 7 (2 decode, 3 warm). perf-notes, 2026-12-04: 111 of 111.
     path = "results/runs/20261204-181539_abfd03ab0efe_vs-sglang.json"
     doc = document([Named(path, load_run(REPO / path))])
     assert ("Against sglang's kernels, in the pairs where both were timed: ours faster in 111 of 111 "
