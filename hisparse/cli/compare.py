@@ -54,9 +54,7 @@ def compare(ctx: click.Context, run_a: str, run_b: str, threshold: float, alpha:
         _fail(ctx, "incomparable runs: " + "; ".join(reasons) + " (--allow-incomparable to compare anyway)")
     if not verdicts:
         _fail(ctx, f"no common cases: {a.run_id} and {b.run_id} share no case id")
-    for w in reasons + cmp.comparability_warnings(a, b):
-        click.echo(f"warning: runs differ in {w}", err=True)
-    for w in cmp.floor_warnings(a, b) + cmp.resume_warnings(a, b):
+    for w in [f"runs differ in {r}" for r in reasons] + cmp.node_warnings(a, b) + cmp.resume_warnings(a, b):
         click.echo(f"warning: {w}", err=True)
     only_a, only_b = cmp.only_in(a, b)
     rows = ch.sort_changes(ch.changes(verdicts, a, b), sort)

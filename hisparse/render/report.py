@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hisparse.render.text import host_text, num, resume_text, table, vs_sglang_ratios
+from hisparse.render.text import host_text, num, resume_text, table, vs_sglang_ratios, wins
 from hisparse.results import axes as case_axes
 from hisparse.results.model import CaseResult, RunRecord
 
@@ -104,12 +104,12 @@ def vs_sglang_line(record: RunRecord) -> list[str]:
         return []
 
     def won(ratios: list) -> str:
-        rated = [x for x in ratios if x is not None]
-        return f"{sum(1 for x in rated if x < 1)} of {len(rated)}"
+        faster, _, rated, _ = wins(ratios)
+        return f"{faster} of {rated}"
 
     every = [x for ratios in by_regime.values() for x in ratios]
     split = f" ({', '.join(f'{name} {won(r)}' for name, r in by_regime.items())})" if len(by_regime) > 1 else ""
-    untimed = sum(1 for x in every if x is None)
+    untimed = wins(every)[3]
     return [f"Against sglang's kernels, in the pairs where both were timed: ours faster in {won(every)}{split}"
             + (f"; {untimed} pair(s) without sglang's time." if untimed else ".")]
 

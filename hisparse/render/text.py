@@ -205,16 +205,21 @@ def _without_impl(case_id: str) -> str:
     return case_id.partition("/")[2] or case_id
 
 
-def faster_line(ratios: Iterable[float | None], what: str = "pairs") -> str:
-    """"ours faster in 3 of 5 pairs, slower in 2" (+ "; 1 without a ratio"): ratios are ours/sglang."""
+def wins(ratios: Iterable[float | None]) -> tuple[int, int, int, int]:
+    """Of ours/sglang ratios (None: sglang's case not timed): (faster, slower, rated, without a ratio)."""
     ratios = list(ratios)
     rated = [r for r in ratios if r is not None]
-    faster, slower = sum(1 for r in rated if r < 1), sum(1 for r in rated if r > 1)
-    line = f"ours faster in {faster} of {len(rated)} {what}, slower in {slower}"
-    if len(rated) - faster - slower:
-        line += f", equal in {len(rated) - faster - slower}"
-    if len(ratios) > len(rated):
-        line += f"; {len(ratios) - len(rated)} without a ratio (sglang's case not timed)"
+    return (sum(1 for r in rated if r < 1), sum(1 for r in rated if r > 1), len(rated), len(ratios) - len(rated))
+
+
+def faster_line(ratios: Iterable[float | None], what: str = "pairs") -> str:
+    """"ours faster in 3 of 5 pairs, slower in 2" (+ "; 1 without a ratio"): ratios are ours/sglang."""
+    faster, slower, rated, untimed = wins(ratios)
+    line = f"ours faster in {faster} of {rated} {what}, slower in {slower}"
+    if rated - faster - slower:
+        line += f", equal in {rated - faster - slower}"
+    if untimed:
+        line += f"; {untimed} without a ratio (sglang's case not timed)"
     return line
 
 

@@ -224,6 +224,14 @@ def floor_warnings(run_a: RunRecord, run_b: RunRecord, limit: float = FLOOR_SHIF
     return out
 
 
+def node_warnings(run_a: RunRecord, run_b: RunRecord, names: tuple[str, str] = ("A", "B")) -> list[str]:
+    """What besides the code differs between two runs: the environment (comparability_warnings) and floors
+    that moved (floor_warnings). A run on a node whose host gathers 1.4x slower is slower in every case;
+    these lines say why, and no verdict changes."""
+    return ([f"runs differ in {w}" for w in comparability_warnings(run_a, run_b)]
+            + floor_warnings(run_a, run_b, names=names))
+
+
 def resume_warnings(run_a: RunRecord, run_b: RunRecord) -> list[str]:
     """One line per run that ``--resume`` continued: its cases came from more than one session, possibly
     from different machine starts, and a change between A and B may be one between those sessions."""

@@ -21,7 +21,8 @@ from pathlib import Path
 from hisparse.errors import HisparseError, ResultFormatError
 from hisparse.results.model import RunRecord, load_run
 from hisparse.track import policy as pol
-from hisparse.track.compare import comparability_warnings, floor_warnings, incomparable
+from hisparse.track.compare import incomparable
+from hisparse.track.compare import node_warnings as compare_node_warnings
 
 
 class GateError(HisparseError, ValueError):
@@ -156,11 +157,9 @@ def check_comparable(base: GateRun, head: GateRun, *, allow_incomparable: bool =
 
 
 def node_warnings(base: GateRun, head: GateRun) -> list[str]:
-    """What besides the code differs between the base and the head, as compare prints it: the environment
-    (compare.comparability_warnings) and floors that moved (compare.floor_warnings). A head on a node
-    whose host gathers 1.4x slower fails every case; the warning says why, the verdicts stay the policy's."""
-    return ([f"runs differ in {w}" for w in comparability_warnings(base.record, head.record)]
-            + floor_warnings(base.record, head.record, names=("the base", "the head")))
+    """compare.node_warnings of the base and the head: a head on a node whose host gathers 1.4x slower
+    fails every case; the warning says why, the verdicts stay the policy's."""
+    return compare_node_warnings(base.record, head.record, names=("the base", "the head"))
 
 
 def gate_runs(base: GateRun, head: GateRun, confirm: GateRun | None, noise: dict[str, float], *,
