@@ -13,7 +13,8 @@ import click
               help="Write the whole document here (default: print it).")
 @click.option("--readme", "readme", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Rewrite the block between <!-- report:begin --> and <!-- report:end --> in this "
-                   "file with each run's main grid.")
+                   "file with each run's main grid, and the one between <!-- example:begin --> and "
+                   "<!-- example:end -->, where the file has it, with six rows of the first run's table.")
 def report(run_files: tuple[str, ...], out: str | None, readme: str | None) -> None:
     """Tables of RUN... (each table names its run file, commit, date and machine).
 
@@ -23,7 +24,8 @@ def report(run_files: tuple[str, ...], out: str | None, readme: str | None) -> N
     """
     from hisparse.errors import HisparseError
     from hisparse.files import write_atomic
-    from hisparse.render.report import Named, document, readme_block, replace_block
+    from hisparse.render.report import (EXAMPLE_BEGIN, EXAMPLE_END, Named, document, example_block, readme_block,
+                                        replace_block)
     from hisparse.results.model import load_run
 
     try:
@@ -33,10 +35,14 @@ def report(run_files: tuple[str, ...], out: str | None, readme: str | None) -> N
     if readme:
         path = Path(readme)
         try:
-            write_atomic(path, replace_block(path.read_text(), readme_block(runs)))
+            text = replace_block(path.read_text(), readme_block(runs))
+            example = EXAMPLE_BEGIN in text  # the sample of `run`'s table, from the same run as the results
+            if example:
+                text = replace_block(text, example_block(runs[0]), EXAMPLE_BEGIN, EXAMPLE_END)
+            write_atomic(path, text)
         except ValueError as e:
             raise click.ClickException(f"{readme}: {e}") from e
-        click.echo(f"rewrote the report block of {readme}")
+        click.echo(f"rewrote the report {'and example blocks' if example else 'block'} of {readme}")
     if out:
         write_atomic(out, document(runs))
         click.echo(f"wrote {out}")

@@ -1,7 +1,9 @@
 """`hisparse-bench report`: result tables generated from run files, and the committed docs they generate.
 
 Expected figures are read off the committed run file of 3239c10 (2026-12-03, H200) by hand:
-lru_sequential/serving/b64/.../pdl0 685.6 us, multi_step .../pdl1 638.0 us, gather floor 614.6 us."""
+lru_sequential/serving/b64/.../pdl0 685.6 us, multi_step .../pdl1 638.0 us, gather floor 614.6 us. The
+README sample's rows are those `run` printed at the end of abfd03a's run (2026-12-04, H200), as the README
+quoted them before the sample was generated."""
 from __future__ import annotations
 
 import copy
@@ -13,11 +15,13 @@ import pytest
 from click.testing import CliRunner
 
 from hisparse.cli import main as cli_main
-from hisparse.render.report import BEGIN, END, Named, document, readme_block, replace_block
+from hisparse.render.report import (BEGIN, END, EXAMPLE_BEGIN, EXAMPLE_END, Named, document, example_block,
+                                    readme_block, replace_block)
 from hisparse.results.model import load_run, run_from_dict
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT = "results/runs/20261203-170254_3239c1072567_default.json"
+BOTH_REGIMES = "results/runs/20261204-180430_abfd03ab0efe_default.json"
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +183,42 @@ def test_cli_writes_the_document_and_rewrites_the_readme_block(tmp_path, monkeyp
     assert "stale" not in text and text.startswith("# x\n") and text.endswith(f"{END}\nrest\n")
 
 
+def test_the_readme_sample_is_runs_table_for_the_serving_grids_smallest_and_largest_batch():
+    block = example_block(Named(BOTH_REGIMES, load_run(REPO / BOTH_REGIMES)))
+    assert block.startswith(EXAMPLE_BEGIN) and block.endswith(EXAMPLE_END)
+    assert f"6 cases of `{BOTH_REGIMES}` (H200, commit abfd03a)" in block
+    assert "run 20261204-180430_abfd03ab0efe_default  backend=cuda  config=default (hash 4899100e6e2b)" in block
+    rows = [line.split("|") for line in block.splitlines() if line.startswith("| ") and "/serving/" in line]
+    # what `run` printed for these cases on the node: id, regime, time/call
+    assert [(r[1].strip(), r[2].strip(), r[3].strip()) for r in rows] == [
+        ("lru_sequential/serving/b1/s4/k2048/h4096/i576/pdl0/layers=61", "decode L=61", "117.8"),
+        ("lru_sequential/serving/b64/s4/k2048/h4096/i576/pdl0/layers=10", "decode L=10", "1,074"),
+        ("multi_step/serving/b1/s4/k2048/h4096/i576/pdl1/layers=61", "decode L=61", "25.08"),
+        ("multi_step/serving/b64/s4/k2048/h4096/i576/pdl1/layers=10", "decode L=10", "744.9"),
+        ("multi_step/serving/b1/s4/k2048/h4096/i576/pdl1", "warm", "19.33"),
+        ("multi_step/serving/b64/s4/k2048/h4096/i576/pdl1", "warm", "695.8"),
+    ]
+
+
+def test_a_run_without_serving_has_no_sample_to_show(default_data):
+    data = copy.deepcopy(default_data)
+    data["cases"] = [c for c in data["cases"] if "/serving/" not in c["case_id"]]
+    with pytest.raises(ValueError, match="no `serving` main-grid case"):
+        example_block(Named("x.json", run_from_dict(data)))
+
+
+def test_cli_rewrites_the_readme_sample_where_the_readme_has_its_markers(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{EXAMPLE_BEGIN}\nold sample\n{EXAMPLE_END}\nmid\n{BEGIN}\nstale\n{END}\n")
+    r = CliRunner().invoke(cli_main, ["report", BOTH_REGIMES, "--readme", str(readme)])
+    assert r.exit_code == 0 and "report and example blocks" in r.output, r.output
+    text = readme.read_text()
+    assert "old sample" not in text and "stale" not in text
+    assert "| multi_step/serving/b64/s4/k2048/h4096/i576/pdl1/layers=10     | decode L=10 |        744.9 |" in text
+    assert text.index(EXAMPLE_END) < text.index("\nmid\n") < text.index(BEGIN)
+
+
 def test_cli_refuses_a_readme_without_the_markers(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("no block\n")
@@ -218,3 +258,12 @@ def test_committed_readme_block_is_what_the_generator_makes_of_its_run_files():
     paths = _named_runs(block, "###")
     assert paths, "the README's report block names no run file"
     assert block == readme_block([Named(p, load_run(REPO / p)) for p in paths])
+
+
+def test_committed_readme_sample_is_what_the_generator_makes_of_its_run_file():
+    """The README's sample of `run`'s table comes from the first run its report block names."""
+    readme = (REPO / "README.md").read_text()
+    sample = readme[readme.index(EXAMPLE_BEGIN):readme.index(EXAMPLE_END) + len(EXAMPLE_END)]
+    first = _named_runs(readme[readme.index(BEGIN):readme.index(END)], "###")[0]
+    assert f"`{first}`" in sample
+    assert sample == example_block(Named(first, load_run(REPO / first)))
