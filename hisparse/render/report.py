@@ -76,10 +76,19 @@ def _sort_key(values: tuple) -> tuple:
                  for v in values)
 
 
+def gpu_name(env: dict) -> str:
+    """The run's GPU without the vendor prefix ("H200"), "CPU" where it recorded none."""
+    return str(env.get("gpu") or "CPU").removeprefix("NVIDIA ")
+
+
+def short_commit(env: dict) -> str:
+    return str(env.get("git_commit") or "unknown")[:7]
+
+
 def run_heading(named: Named, level: int = 2) -> str:
     r = named.record
     env = r.environment or {}
-    commit = (env.get("git_commit") or "unknown")[:7]
+    commit = short_commit(env)
     dirty = {True: ", dirty tree", False: ""}.get(env.get("git_dirty"), ", tree state not recorded")
     ok = sum(1 for c in r.cases if c.ok)
     span = r.created.replace("T", " ").replace("Z", "")
@@ -245,7 +254,7 @@ def gpu_title(runs: Sequence[Named]) -> str:
     """"Results on an H200": the GPUs the runs recorded, in order, without the vendor prefix."""
     names = []
     for r in runs:
-        name = str(r.record.environment.get("gpu") or "CPU").removeprefix("NVIDIA ")
+        name = gpu_name(r.record.environment)
         if name not in names:
             names.append(name)
     first = names[0]
@@ -302,8 +311,7 @@ def example_block(named: Named) -> str:
         raise ValueError(f"{named.path}: no `serving` main-grid case to show")
     warm = sum(1 for c in cases if layers(c) == 1)
     intro = (f"`run` ends with one row per case. {len(cases)} cases of `{named.path}` "
-             f"({str(r.environment.get('gpu') or '?').removeprefix('NVIDIA ')}, commit "
-             f"{str(r.environment.get('git_commit') or 'unknown')[:7]}), as `run` prints them "
+             f"({gpu_name(r.environment)}, commit {short_commit(r.environment)}), as `run` prints them "
              f"({len(cases) - warm} in the decode regime, {warm} warm):")
     body = run_header(r) + "\n\n" + run_table(replace(r, cases=tuple(cases)))
     return "\n".join([EXAMPLE_BEGIN, "", intro, "", "```", body, "```", "", EXAMPLE_END])

@@ -7,7 +7,8 @@ machine's history and the policy's confirm re-run. Returns data only; cli/gate.p
 - ``history_noise``: per case, the run-to-run noise of a run's median over the earlier runs of the same
   series (``series_noise``: successive differences, robust to the level shifts of past changes);
 - ``gate_runs``: one policy Decision per case timed in both runs, and the cases newly failed in the head;
-- ``node_warnings``: what besides the code differs between base and head (environment, floors).
+  its ``warnings``: compare.node_warnings, what besides the code differs between base and head
+  (environment, floors), said and never a verdict.
 
 Run files are read with hisparse.results.model.load_run (typed RunRecord).
 """
@@ -22,7 +23,7 @@ from hisparse.errors import HisparseError, ResultFormatError
 from hisparse.results.model import RunRecord, load_run
 from hisparse.track import policy as pol
 from hisparse.track.compare import incomparable
-from hisparse.track.compare import node_warnings as compare_node_warnings
+from hisparse.track.compare import node_warnings
 
 
 class GateError(HisparseError, ValueError):
@@ -156,12 +157,6 @@ def check_comparable(base: GateRun, head: GateRun, *, allow_incomparable: bool =
         raise GateError(f"no common cases: {base.path.name} and {head.path.name} share no case id")
 
 
-def node_warnings(base: GateRun, head: GateRun) -> list[str]:
-    """compare.node_warnings of the base and the head: a head on a node whose host gathers 1.4x slower
-    fails every case; the warning says why, the verdicts stay the policy's."""
-    return compare_node_warnings(base.record, head.record, names=("the base", "the head"))
-
-
 def gate_runs(base: GateRun, head: GateRun, confirm: GateRun | None, noise: dict[str, float], *,
               inject: float = 0.0, policy: pol.RegressionPolicy = pol.DEFAULT_POLICY) -> GateReport:
     """One Decision per case timed in both runs (sorted by id). ``inject``: the test hook's slowdown,
@@ -178,9 +173,11 @@ def gate_runs(base: GateRun, head: GateRun, confirm: GateRun | None, noise: dict
                                                 noise=noise.get(case_id), case_id=case_id))
     failed = tuple(sorted(c.case_id for c in head.record.cases if c.status == "failed" and c.case_id in b))
     base_ids, head_ids = set(base.record.case_ids()), set(head.record.case_ids())
+    # a head on a node whose host gathers 1.4x slower fails every case: the warnings say why
+    warnings = node_warnings(base.record, head.record, names=("the base", "the head"))
     return GateReport(tuple(decisions), failed, tuple(sorted(set(h) - set(noise))), lone.min_effect,
                       missing_in_head=tuple(sorted(base_ids - head_ids)),
-                      missing_in_base=tuple(sorted(head_ids - base_ids)), warnings=tuple(node_warnings(base, head)))
+                      missing_in_base=tuple(sorted(head_ids - base_ids)), warnings=tuple(warnings))
 
 
 def check_confirm(head: GateRun, confirm: GateRun) -> None:
