@@ -48,7 +48,8 @@ def _template_table() -> dict[str, tuple[str, dict[str, tuple]]]:
     from hisparse.kernels.ops import copy_planned, gather_floor, swap_multi, swap_single  # noqa: PLC0415
 
     return {
-        swap_single.OP: (swap_single.ENTRY, {"block_size": swap_single.BLOCK_SIZES, "record_plan": _BOOLS}),
+        swap_single.OP: (swap_single.ENTRY, {"block_size": swap_single.BLOCK_SIZES, "record_plan": _BOOLS,
+                                             "copy": _BOOLS}),
         swap_multi.OP: (swap_multi.ENTRY, {"pdl": _BOOLS, "record_plan": _BOOLS}),
         copy_planned.OP: (copy_planned.ENTRY, {"block_size": copy_planned.BLOCK_SIZES}),
         gather_floor.OP: (gather_floor.ENTRY, {"loads_in_flight": gather_floor.LOADS_IN_FLIGHT}),
@@ -86,6 +87,9 @@ def check_spec(spec, text: str) -> None:
         raise click.BadParameter(f"{text!r}: {spec.op} needs {', '.join(f'{k}=...' for k in missing)} (allowed: "
                                  + "; ".join(f"{k} {', '.join(map(_show, allowed[k]))}" for k in missing) + ")",
                                  param_hint="--spec")
+    if given.get("copy") is False and given.get("record_plan") is False:  # the kernel's static_assert
+        raise click.BadParameter(f"{text!r}: {spec.op} copy=false needs record_plan=true (the plan is what its copy "
+                                 "reads)", param_hint="--spec")
 
 
 def _parse_value(value: str) -> int | bool | str:
@@ -182,7 +186,7 @@ def _report(reports: list, seconds: float) -> list:
               help="Target CUDA arch, e.g. 9.0 (default: HISPARSE_CUDA_ARCH, else the GPU's, else 9.0).")
 @click.option("--spec", "spec_texts", multiple=True, metavar="OP:ENTRY[:name=value,...]",
               help="Also build this instantiation, e.g. swap_single:hisparse::swap_single_entry:"
-                   "block_size=256,record_plan=true (repeatable; with no CONFIG, only these are built).")
+                   "block_size=256,record_plan=true,copy=true (repeatable; with no CONFIG, only these are built).")
 @click.option("--source-dir", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="Directory holding the --spec headers (default: the csrc/ tree); an out-of-tree kernel "
                    "still sees csrc/include and csrc/host.")

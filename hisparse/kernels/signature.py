@@ -244,6 +244,9 @@ SWAP_SINGLE = OpArgs("swap_single", "swap_single_step", "hisparse::swap_single_e
     Arg("page_size", INT, "extra slots past HOT (the newest tokens' page)", default=1),
     *_plan("K"),
     Arg("block_size", INT, "threads per CTA (template argument)", default=1024, gpu_only=True, cpp=False),
+    Arg("copy_blocks", INT, "0 = the swap kernel copies its request's misses (one CTA per request); n >= 1 = the "
+        "swap records the plan (miss_src, miss_dst, miss_count required) and a copy over n CTAs follows",
+        default=0, gpu_only=True, cpp=False),
     _DEBUG,
 ))
 

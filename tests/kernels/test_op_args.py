@@ -149,8 +149,9 @@ FUNCTIONS = [
      {"page_size": 1, "miss_src": None, "miss_dst": None, "miss_count": None}),
     ("hisparse.kernels.validation.swap_single", "check_swap_single_inputs", SINGLE, None),
     ("hisparse.kernels.validation.swap_single", "check_swap_single_contract", SINGLE, None),
-    ("hisparse.kernels.ops.swap_single", "swap_single_step", SINGLE + ["block_size", "debug"],
-     {"page_size": 1, "miss_src": None, "miss_dst": None, "miss_count": None, "block_size": 1024, "debug": False}),
+    ("hisparse.kernels.ops.swap_single", "swap_single_step", SINGLE + ["block_size", "copy_blocks", "debug"],
+     {"page_size": 1, "miss_src": None, "miss_dst": None, "miss_count": None, "block_size": 1024, "copy_blocks": 0,
+      "debug": False}),
     ("hisparse.kernels.reference.swap_multi", "swap_multi_step", MULTI,
      {"miss_src": None, "miss_dst": None, "miss_count": None, "pdl": None}),
     ("hisparse.kernels.validation.swap_multi", "check_swap_multi_inputs", MULTI, None),
@@ -275,11 +276,50 @@ def test_single_step_wrapper_calls_the_entry_in_its_order(monkeypatch):
     monkeypatch.setattr(swap_single, "check_fits", lambda shape, device: None)
     swap_single.swap_single_step(**{**_named(SINGLE), "item_size_bytes": 64, "page_size": 2})
     (template, values), = launch.calls
-    assert template == (1024, False)
+    assert template == (1024, False, True)
     source = entry_parameters(_source("swap_single"), "swap_single_entry")
     # Without a plan the three plan tensors are stand-ins (top_k_device_locs): nothing is allocated.
     want = [{"item_size_bytes": 64, "page_size": 2}.get(n, n) for n in source[:13]] + ["top_k_device_locs"] * 3
     assert _names(values) == want
+
+
+def test_single_step_grid_copy_launches_the_plan_only_swap_then_the_planned_copy(monkeypatch):
+    from hisparse.kernels.ops import copy_planned, swap_single
+
+    swap_launch, copy_launch = _Launch(), _Launch()
+    shape = SimpleNamespace(batch=2, record_plan=True)
+    monkeypatch.setattr(swap_single, "_kernel", swap_launch)
+    monkeypatch.setattr(copy_planned, "_kernel", copy_launch)
+    monkeypatch.setattr(swap_single, "check_swap_single_inputs", _stub_check(shape))
+    monkeypatch.setattr(swap_single, "check_fits", lambda shape, device: None)
+    swap_single.swap_single_step(**{**_named(SINGLE), "item_size_bytes": 64, "copy_blocks": 132})
+    (template, values), = swap_launch.calls
+    assert template == (1024, True, False)  # records the plan, does not copy
+    assert _names(values) == [64 if n == "item_size_bytes" else n
+                              for n in entry_parameters(_source("swap_single"), "swap_single_entry")]
+    (template, values), = copy_launch.calls
+    assert template == (1024,)
+    source = entry_parameters(_source("copy_planned"), "copy_planned_entry")
+    assert _names(values) == [{"item_size_bytes": 64, "num_blocks": 132}.get(n, n) for n in source]
+
+
+@pytest.mark.parametrize("copy_blocks,record_plan,match", [
+    (8, False, r"^copy_blocks: 8 copies from the miss plan after the swap; pass miss_src, miss_dst and miss_count"),
+    (-1, True, r"^copy_blocks: must be"),
+    (70000, True, r"^copy_blocks: must be"),
+    (True, True, r"^copy_blocks: must be an int"),
+])
+def test_single_step_copy_blocks_is_checked(monkeypatch, copy_blocks, record_plan, match):
+    from hisparse.kernels.ops import swap_single
+
+    launch = _Launch()
+    monkeypatch.setattr(swap_single, "_kernel", launch)
+    monkeypatch.setattr(swap_single, "check_swap_single_inputs",
+                        _stub_check(SimpleNamespace(batch=2, record_plan=record_plan)))
+    monkeypatch.setattr(swap_single, "check_fits", lambda shape, device: None)
+    with pytest.raises(InputError, match=match):
+        swap_single.swap_single_step(**{**_named(SINGLE), "item_size_bytes": 64, "copy_blocks": copy_blocks})
+    assert launch.calls == []
 
 
 def test_multi_step_wrapper_calls_the_entry_in_its_order(monkeypatch):

@@ -36,6 +36,7 @@ def built_kernels():
     from hisparse.kernels.ops.copy_planned import kernel_specs as planned_specs
 
     specs = [ops.kernel_spec(block_size=b, record_plan=r) for b, r in BLOCK_SIZES_TESTED] + planned_specs()
+    specs += [ops.kernel_spec(block_size=b, copy=False) for b, r in BLOCK_SIZES_TESTED if r]
     jit.build_many(specs, jobs=os.cpu_count())
 
 
@@ -48,7 +49,7 @@ def kernel(**kw):
 def reference(**kw):
     from hisparse.kernels.reference.swap_single import swap_single_step
 
-    kw = {k: v for k, v in kw.items() if k not in ("block_size", "debug")}
+    kw = {k: v for k, v in kw.items() if k not in ("block_size", "copy_blocks", "debug")}
     return swap_single_step(**kw)
 
 
@@ -79,12 +80,14 @@ class Spec:
     host_offset: int = 0  # host_cache starts this many bytes into its pinned buffer (misaligned rows)
     buf_dtype: torch.dtype = torch.uint8
     block_size: int = 1024
+    copy_blocks: int = 0  # >= 1: the swap records the plan and a copy over this many CTAs follows
 
     def label(self) -> str:
         return (f"{self.seed}-bs{self.bs}-k{self.top_k}-hot{self.hot}-item{self.item}-page{self.page_size}"
                 f"-real{self.num_real if self.num_real is not None else self.bs}"
                 f"{'-big' if self.big_seq else ''}{'-strided' if self.strided else ''}"
                 f"{'-plan' if self.record_plan else ''}-blk{self.block_size}"
+                f"{f'-grid{self.copy_blocks}' if self.copy_blocks else ''}"
                 f"-rid{str(self.rid_dtype)[-5:]}-seq{str(self.seq_dtype)[-5:]}-off{self.host_offset}")
 
 
@@ -120,6 +123,8 @@ class Workload:
         )
         if s.record_plan:
             kw.update(miss_src=b["miss_src"][:, : k + 3], miss_dst=b["miss_dst"][:, : k + 3], miss_count=b["miss_count"])
+        if s.copy_blocks:
+            kw["copy_blocks"] = s.copy_blocks
         assert kw["top_k_tokens"].shape == (bs, k)
         return kw
 
@@ -356,6 +361,8 @@ def random_specs(count: int, seed0: int) -> list[Spec]:
             host_offset=rng.choice([0, 0, 0, 3, 8]),
             buf_dtype=rng.choice([torch.uint8, torch.int32, torch.bfloat16]),
             block_size=block,
+            # its own generator, so the specs above are the ones the suite always drew
+            copy_blocks=random.Random(seed0 * 1000 + i).choice([0, 0, 1, 7, 132]) if plan else 0,
         ))
     return specs
 
@@ -379,6 +386,9 @@ PRODUCTION_SPECS = [
     Spec(seed=9007, bs=64, top_k=2048, hot=6144, item=4, miss_rate=0.0, newest_frac=1.0),  # hit only
     Spec(seed=9008, bs=2, top_k=8192, hot=32767, item=64, miss_rate=0.4),  # largest shared memory (~200 KiB)
     Spec(seed=9009, bs=3, top_k=4096, hot=30000, item=576, miss_rate=0.9, block_size=128),  # few warps, many misses
+    # the copy over the grid after a plan-only swap: one CTA per SM, and a single CTA
+    Spec(seed=9010, bs=64, top_k=2048, hot=4096, item=576, miss_rate=0.4, copy_blocks=132),
+    Spec(seed=9011, bs=5, top_k=2048, hot=6144, item=656, miss_rate=1.0, page_size=64, strided=True, copy_blocks=1),
 ]
 
 
@@ -625,9 +635,10 @@ def test_consecutive_calls_stay_bit_exact():
 
 
 
-@pytest.mark.parametrize("record_plan", [False, True])
-def test_cuda_graph_capture_and_replay_match_eager(record_plan):
-    s = Spec(seed=404, bs=12, top_k=512, hot=1500, item=576, num_real=10, record_plan=record_plan, strided=True)
+@pytest.mark.parametrize("record_plan,copy_blocks", [(False, 0), (True, 0), (True, 9)])
+def test_cuda_graph_capture_and_replay_match_eager(record_plan, copy_blocks):
+    s = Spec(seed=404, bs=12, top_k=512, hot=1500, item=576, num_real=10, record_plan=record_plan, strided=True,
+             copy_blocks=copy_blocks)
     w = make_workload(s)
 
     # Eager: two consecutive calls (the second with another top-k on the evolved state).

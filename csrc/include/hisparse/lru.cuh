@@ -11,10 +11,12 @@
 //      evictables backward (s_lru_out[HOT-1-e] = E[e]);
 //   3. m-th miss in top-k index order takes E[m] = s_lru_out[HOT-1-m];
 //   4. new LRU order = E[M:] ++ E[:M] ++ H;
-//   5. one warp per miss copies host row -> device row with warp_copy_item.
+//   5. one warp per miss copies host row -> device row with warp_copy_item (kCopy), or the kernel
+//      only records the plan and a copy over the whole grid follows (planned.cuh, swap_single.cuh).
 //
-// Sizes are runtime (dynamic shared memory sized at launch); only the block size and whether a miss
-// plan is recorded are template arguments (each instantiation costs ~10 s of nvcc).
+// Sizes are runtime (dynamic shared memory sized at launch); only the block size, whether a miss
+// plan is recorded and whether this kernel copies are template arguments (each instantiation costs
+// ~10 s of nvcc).
 //
 // Device values outside the contract (checked only by the wrapper's debug mode, since that needs a
 // sync) never make the kernel touch memory outside its tensors: a request slot outside [0, R) turns
@@ -207,10 +209,11 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is_i64, int64_
 }  // namespace lru_detail
 
 // ---------------------------------------------------------------------------------------------
-template <int kBlockSize, bool kRecordPlan>
+template <int kBlockSize, bool kRecordPlan, bool kCopy>
 __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_constant__ SwapSingleParams p) {
   static_assert(kBlockSize % kWarpSize == 0 && kBlockSize >= 64 && kBlockSize <= 1024,
                 "block size: a multiple of 32 in [64, 1024]");
+  static_assert(kCopy || kRecordPlan, "a swap that does not copy must record the plan its copy reads");
   using namespace lru_detail;
   constexpr int kWarps = kBlockSize / kWarpSize;
   const int tid = threadIdx.x;
@@ -389,6 +392,10 @@ __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_co
   }
 
   // 8. Copies: warp w moves misses w, w+kWarps, ... (host row of the token -> the victim's row).
+  // Without kCopy the plan is the copy's input: one CTA per request copies on `bs` SMs only, and its
+  // 32 warps read rows of 64 requests' regions at once at batch 64; the grid copy deals the plan's
+  // rows over every SM in request order.
+  if constexpr (!kCopy) return;
   for (int m = warp; m < num_misses; m += kWarps) {
     const int32_t t = s_tokens[m];
     const int64_t src_row = t < p.max_len ? host_locs[t] : -1;

@@ -53,3 +53,9 @@ def copy_planned(a: Bound) -> None:
     if shape.batch == 0:
         return
     _kernel(a.block_size)(*ARGS.cpp_values(a))
+
+
+def run_unchecked(*, block_size: int = DEFAULT_BLOCK_SIZE, **values: object) -> None:
+    """Launch with arguments another wrapper has already validated (the single-step swap's grid copy
+    replays the plan it has just recorded into the buffers it has checked)."""
+    _kernel(block_size)(*ARGS.cpp_values(values))

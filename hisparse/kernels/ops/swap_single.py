@@ -6,18 +6,24 @@ Same keyword-only arguments as :func:`hisparse.kernels.reference.swap_single.swa
 contract, which syncs), nothing is allocated, and the kernel runs on torch's current stream, so a call
 can be captured in a CUDA graph.
 
-Compile-time choices are only the block size and whether a plan is recorded (each instantiation costs
-~10 s of nvcc); top_k, hot_buffer_size, page_size and item_size_bytes are runtime values, with the
-shared memory sized at launch.
+Compile-time choices are only the block size, whether a plan is recorded and whether the swap kernel
+copies (each instantiation costs ~10 s of nvcc); top_k, hot_buffer_size, page_size and item_size_bytes
+are runtime values, with the shared memory sized at launch.
+
+``copy_blocks=n >= 1`` splits the call in two launches on the same stream: the swap records the plan
+without copying, then the planned copy (``csrc/include/hisparse/planned.cuh``) deals the plan's rows
+over n CTAs in request order. The swap kernel alone copies on one CTA per request, so on `bs` SMs, and
+at large batch its warps read the regions of every request at once; the results are bit-identical.
 """
 from __future__ import annotations
 
 import torch
 
-from hisparse.kernels import jit, signature
+from hisparse.kernels import jit, limits, signature
 from hisparse.errors import InputError
 from hisparse.kernels.signature import Bound, keyword_op
-from hisparse.kernels.validation.common import check_kernel_item_size
+from hisparse.kernels.ops import copy_planned
+from hisparse.kernels.validation.common import check_int, check_kernel_item_size
 from hisparse.kernels.validation.swap_single import (
     SwapSingleShape,
     check_swap_single_contract,
@@ -66,19 +72,23 @@ def max_shared_memory_per_block(device: torch.device) -> int:
     return limit
 
 
-def kernel_spec(*, block_size: int = DEFAULT_BLOCK_SIZE, record_plan: bool = False) -> jit.KernelSpec:
-    """The instantiation a call with these template values needs."""
+def kernel_spec(*, block_size: int = DEFAULT_BLOCK_SIZE, record_plan: bool = False,
+                copy: bool = True) -> jit.KernelSpec:
+    """The instantiation a call with these template values needs (``copy=False`` records the plan)."""
     _check_block_size(block_size)
     return jit.KernelSpec(op=OP, entry=ENTRY,
-                          template_args=(("block_size", int(block_size)), ("record_plan", bool(record_plan))))
+                          template_args=(("block_size", int(block_size)), ("record_plan", bool(record_plan) or not copy),
+                                         ("copy", bool(copy))))
 
 
 def kernel_specs(*, block_size: int = DEFAULT_BLOCK_SIZE) -> list[jit.KernelSpec]:
-    """Both plan variants (the harness times calls without a plan and records one for its floors)."""
-    return [kernel_spec(block_size=block_size, record_plan=r) for r in (False, True)]
+    """Both plan variants of the copying swap and the swap of a grid copy (whose copy is copy_planned's)."""
+    return [*(kernel_spec(block_size=block_size, record_plan=r) for r in (False, True)),
+            kernel_spec(block_size=block_size, copy=False)]
 
 
-_kernel = jit.runner(lambda block_size, record_plan: kernel_spec(block_size=block_size, record_plan=record_plan))
+_kernel = jit.runner(lambda block_size, record_plan, copy: kernel_spec(block_size=block_size, record_plan=record_plan,
+                                                                       copy=copy))
 
 
 def _check_block_size(block_size: object) -> None:
@@ -115,10 +125,31 @@ def swap_single_step(a: Bound) -> None:
     _check_block_size(a.block_size)
     check_fits(shape, device)
     check_kernel_item_size(a.item_size_bytes)
+    grid_copy = _check_copy_blocks(a.copy_blocks, shape.record_plan)
     if shape.batch == 0:
         return
     values = dict(a)
     if not shape.record_plan:
         # Never read by the record_plan=false instantiation; any tensor will do, so nothing is allocated.
         values.update(miss_src=a.top_k_device_locs, miss_dst=a.top_k_device_locs, miss_count=a.top_k_device_locs)
-    _kernel(a.block_size, shape.record_plan)(*ARGS.cpp_values(values))
+    _kernel(a.block_size, shape.record_plan, not grid_copy)(*ARGS.cpp_values(values))
+    if grid_copy:
+        copy_planned.run_unchecked(miss_src=a.miss_src, miss_dst=a.miss_dst, miss_count=a.miss_count,
+                                   num_real_reqs=a.num_real_reqs, host_cache=a.host_cache,
+                                   device_buffer=a.device_buffer, item_size_bytes=a.item_size_bytes,
+                                   num_blocks=a.copy_blocks)
+
+
+def grid_copy_blocks(device: torch.device | None = None) -> int:
+    """The copy grid the harness gives the single-step swap: one CTA of 1024 threads per SM."""
+    index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
+    return int(torch.cuda.get_device_properties(index).multi_processor_count)
+
+
+def _check_copy_blocks(copy_blocks: object, record_plan: bool) -> bool:
+    """True when the call copies over its own grid after the swap (which then needs the plan)."""
+    check_int("copy_blocks", copy_blocks, lo=0, hi=limits.MAX_GRID_BLOCKS)
+    if copy_blocks and not record_plan:
+        raise InputError(f"copy_blocks: {copy_blocks} copies from the miss plan after the swap; pass miss_src, "
+                         "miss_dst and miss_count to hold it, or copy_blocks=0 to copy inside the swap kernel")
+    return bool(copy_blocks)
