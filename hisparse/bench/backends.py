@@ -61,9 +61,6 @@ class Backend:
     swap_multi_step: Callable
     copy_planned: Callable
     gather_floor: Callable
-    # Grid of the single-step swap's copy (``copy_blocks``); 0 = inside the swap kernel (the reference
-    # has no launch, and its result is the same either way).
-    single_step_copy_blocks: int = 0
 
     @property
     def torch_device(self):
@@ -99,14 +96,7 @@ def _cuda() -> Backend:
         swap_multi_step=_LazyOp("hisparse.kernels.ops.swap_multi", "swap_multi_step"),
         copy_planned=_LazyOp("hisparse.kernels.ops.copy_planned", "copy_planned"),
         gather_floor=_LazyOp("hisparse.kernels.ops.gather_floor", "gather_floor"),
-        single_step_copy_blocks=_grid_copy_blocks(),
     )
-
-
-def _grid_copy_blocks() -> int:
-    from hisparse.kernels.ops import swap_single  # noqa: PLC0415
-
-    return swap_single.grid_copy_blocks()
 
 
 def resolve_name(name: str) -> str:

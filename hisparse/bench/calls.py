@@ -29,7 +29,6 @@ import torch
 
 from hisparse.bench import implementations
 from hisparse.errors import HisparseError
-from hisparse.kernels.signature import SWAP_SINGLE
 
 SINGLE, MULTI, PLANNED = "single", "multi", "planned"
 # Bit-exact LRU comparison clones device_buffer (and the small tables) on the device; above this many
@@ -129,16 +128,12 @@ def invocations(implementation: str, backend: Any, workload: Any, *, pdl: bool |
 def bind_sequential_lru(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
                         record_plan: bool) -> list[Invocation]:
     """The single-step swap once per step; with shared layers, each step's plan is replayed into
-    them before the next step overwrites it. With a copy grid (the CUDA backend) the swap copies from
-    its plan, so every call passes one."""
+    them before the next step overwrites it."""
     b = _buffers(workload)
-    grid = backend.single_step_copy_blocks
     out = []
     for s in range(b.top_k_tokens.shape[1]):
-        kwargs = b.single_step_kwargs(s, record_plan=record_plan or planned or grid > 0)
-        if grid:
-            kwargs["copy_blocks"] = grid
-        out.append(Invocation(SINGLE, backend.swap_single_step, kwargs, f"step {s}"))
+        out.append(Invocation(SINGLE, backend.swap_single_step,
+                              b.single_step_kwargs(s, record_plan=record_plan or planned), f"step {s}"))
         if planned:
             out += _planned_copies(backend, b, f"step {s} ")
     return out
@@ -350,7 +345,6 @@ def _check_planned(inv: Invocation) -> list:
     return [_Mismatch("planned-copy", None, (bad[0],), f"[{inv.label}] {bad[1]}")]
 
 
-_REFERENCE_ARGS = frozenset(SWAP_SINGLE.names())
 _SINGLE_MUTATED = ("device_buffer_tokens", "lru_slots", "top_k_device_locs", "device_buffer",
                    "miss_src", "miss_dst", "miss_count")
 
@@ -373,7 +367,7 @@ def _bit_exact_setup(inv: Invocation, backend: Any) -> Callable[[], list] | None
     def compare() -> list:
         from hisparse.kernels.reference.swap_single import swap_single_step as reference  # noqa: PLC0415
 
-        reference(**{k: v for k, v in {**kw, **clones}.items() if k in _REFERENCE_ARGS})  # no launch knobs
+        reference(**{**kw, **clones})
         out = []
         for k, ref in clones.items():
             got = kw[k]

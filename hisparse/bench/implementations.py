@@ -55,8 +55,7 @@ class Implementation:
 
 
 TABLE: tuple[Implementation, ...] = (
-    # copy_planned: on the GPU the swap records its plan and copies it over one CTA per SM (copy_blocks)
-    Implementation("lru_sequential", ("swap_single", "copy_planned", "gather_floor"), "bind_sequential_lru",
+    Implementation("lru_sequential", ("swap_single", "gather_floor"), "bind_sequential_lru",
                    baseline=None, multi_step=False, planned=False, default=True,
                    max_hot_buffer_size=limits.MAX_LRU_HOT_BUFFER_SIZE),
     Implementation("multi_step", ("swap_multi", "gather_floor"), "bind_multi_step",

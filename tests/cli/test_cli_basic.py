@@ -145,13 +145,12 @@ def test_build_compiles_each_implementations_ops_with_the_wrappers_constants():
         return [(s.op, s.template_args) for s in implementations.kernel_specs(case)]
 
     single = [("swap_single", (("block_size", 1024), ("record_plan", False), ("copy", True))),
-              ("swap_single", (("block_size", 1024), ("record_plan", True), ("copy", True))),
-              ("swap_single", (("block_size", 1024), ("record_plan", True), ("copy", False)))]
+              ("swap_single", (("block_size", 1024), ("record_plan", True), ("copy", True)))]
     floor = [("gather_floor", (("loads_in_flight", 1),))]
     copy = [("copy_planned", (("block_size", 1024),))]
     multi_pdl = [("swap_multi", (("pdl", True), ("record_plan", False))),
                  ("swap_multi", (("pdl", True), ("record_plan", True)))]
-    assert names("lru_sequential") == single + copy + floor
+    assert names("lru_sequential") == single + floor
     assert names("multi_step", pdl=True) == multi_pdl + floor
     assert names("multi_step_planned", pdl=True) == multi_pdl + copy + floor
     assert names("lru_sequential_planned") == single + copy + floor
