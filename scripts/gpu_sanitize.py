@@ -45,6 +45,7 @@ def real_specs():
     from hisparse.kernels.ops import copy_planned, gather_floor, swap_single
 
     return ([swap_single.kernel_spec(block_size=SWAP_BLOCK, record_plan=r) for r in (False, True)]
+            + [swap_single.kernel_spec(block_size=SWAP_BLOCK, copy=False)]
             + copy_planned.kernel_specs() + gather_floor.kernel_specs())
 
 
@@ -150,14 +151,16 @@ def run_real() -> int:
     from hisparse.kernels.reference.swap_single import swap_single_step as swap_single_ref
 
     failures = []
-    for seed, (item, plan) in enumerate([(576, True), (100, False), (656, True)]):
+    # the last case copies over its own grid after a plan-only swap (copy_blocks)
+    for seed, (item, plan, grid) in enumerate([(576, True, 0), (100, False, 0), (656, True, 0), (576, True, 5)]):
         kw = _swap_case(item, plan, seed)
         ref = _clone(kw)
-        swap_single_step(**kw, block_size=SWAP_BLOCK)
+        swap_single_step(**kw, block_size=SWAP_BLOCK, copy_blocks=grid)
         torch.cuda.synchronize()
         swap_single_ref(**ref)
         bad = _differs(kw, ref)
-        print(f"swap_single item={item} record_plan={plan}: {'MISMATCH ' + str(bad) if bad else 'ok'}")
+        verdict = "MISMATCH " + str(bad) if bad else "ok"
+        print(f"swap_single item={item} record_plan={plan} copy_blocks={grid}: {verdict}")
         failures += bad
         if plan:  # replay the recorded plan into a second, exactly sized layer
             layer = torch.randint(0, 256, kw["device_buffer"].shape, dtype=torch.uint8, device="cuda")

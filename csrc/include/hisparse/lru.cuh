@@ -392,9 +392,8 @@ __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_co
   }
 
   // 8. Copies: warp w moves misses w, w+kWarps, ... (host row of the token -> the victim's row).
-  // Without kCopy the plan is the copy's input: one CTA per request copies on `bs` SMs only, and its
-  // 32 warps read rows of 64 requests' regions at once at batch 64; the grid copy deals the plan's
-  // rows over every SM in request order.
+  // Without kCopy the recorded plan is the input of the planned copy the wrapper launches next over its
+  // own grid (copy_blocks), which at batch 1-2 copies on more SMs than this kernel's one or two CTAs.
   if constexpr (!kCopy) return;
   for (int m = warp; m < num_misses; m += kWarps) {
     const int32_t t = s_tokens[m];

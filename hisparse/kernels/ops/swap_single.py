@@ -14,8 +14,8 @@ are runtime values, with the shared memory sized at launch.
 without copying, then the planned copy (``csrc/include/hisparse/planned.cuh``) deals the plan's rows
 over n CTAs in request order. The swap kernel alone copies on one CTA per request, so on `bs` SMs; the
 results are bit-identical. The second launch costs a few microseconds per call, so it pays only where
-one or two CTAs would copy everything: on an H100 SXM with one CTA per SM (132), `serving` batch 1 took
-1.22-1.28x less time, batch 2 1.04-1.12x less, batches 4-32 4-11% more and batch 64 about the same
+one or two CTAs would copy everything: on an H100 SXM with one CTA per SM (132), `serving` batch 1 ran
+1.22-1.28x faster, batch 2 1.04-1.12x faster, batches 4-32 4-11% slower and batch 64 about the same
 (results/probes/lru-grid-copy-h100-20261207/). The harness times the default, the copy in the kernel.
 """
 from __future__ import annotations
@@ -79,9 +79,9 @@ def kernel_spec(*, block_size: int = DEFAULT_BLOCK_SIZE, record_plan: bool = Fal
                 copy: bool = True) -> jit.KernelSpec:
     """The instantiation a call with these template values needs (``copy=False`` records the plan)."""
     _check_block_size(block_size)
+    plan = bool(record_plan) or not copy  # a swap that does not copy records the plan its copy reads
     return jit.KernelSpec(op=OP, entry=ENTRY,
-                          template_args=(("block_size", int(block_size)), ("record_plan", bool(record_plan) or not copy),
-                                         ("copy", bool(copy))))
+                          template_args=(("block_size", int(block_size)), ("record_plan", plan), ("copy", bool(copy))))
 
 
 def kernel_specs(*, block_size: int = DEFAULT_BLOCK_SIZE) -> list[jit.KernelSpec]:
