@@ -13,10 +13,9 @@ are runtime values, with the shared memory sized at launch.
 ``copy_blocks=n >= 1`` splits the call in two launches on the same stream: the swap records the plan
 without copying, then the planned copy (``csrc/include/hisparse/planned.cuh``) deals the plan's rows
 over n CTAs in request order. The swap kernel alone copies on one CTA per request, so on `bs` SMs; the
-results are bit-identical. The second launch costs a few microseconds per call, so it pays only where
-one or two CTAs would copy everything: on an H100 SXM with one CTA per SM (132), `serving` batch 1 ran
-1.22-1.28x faster, batch 2 1.04-1.12x faster, batches 4-32 4-11% slower and batch 64 about the same
-(results/probes/lru-grid-copy-h100-20261207/). The harness times the default, the copy in the kernel.
+results are bit-identical. The second launch costs a few microseconds per step, so it pays only where
+one or two CTAs would copy everything (batch 1-2; measured in docs/perf-notes.md, 2026-12-07). The
+harness times the default, the copy in the kernel.
 """
 from __future__ import annotations
 
