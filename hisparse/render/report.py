@@ -104,6 +104,7 @@ def run_heading(named: Named, level: int = 2) -> str:
              f"pinned host->device {num(h2d, '.1f')} GB/s; {ok} of {len(r.cases)} cases ok."]
     if r.backend == "reference":
         lines.append("Reference backend: PyTorch-on-CPU times, not kernel times.")
+    lines += graph_calls_line(r)
     lines += [resume_text(x, "Resumed") + "." for x in r.resumes]
     lines += vs_sglang_line(r)
     if not r.finished:  # interrupted and not resumed to its end: the config's later cases are absent
@@ -111,6 +112,32 @@ def run_heading(named: Named, level: int = 2) -> str:
                      "absent from these tables.")
     lines += not_timed([c for c in r.cases if not c.ok])
     return "\n".join(lines)
+
+
+def graph_calls_line(record: RunRecord) -> list[str]:
+    """How many calls one timed graph held, per regime. Two configs that time the same case with graphs
+    of different sizes time different call sequences (the calls after a reset differ), so a reader
+    comparing their tables needs it."""
+    by_regime: dict[bool, set] = {}
+    for c in record.cases:
+        n = (c.settings or {}).get("calls_per_graph") if c.ok else None
+        if isinstance(n, int):
+            by_regime.setdefault(layers(c) > 1, set()).add(n)
+
+    def span(ns: set) -> str:
+        return str(min(ns)) if len(ns) == 1 else f"{min(ns)}-{max(ns)}"
+
+    warm, decode = by_regime.get(False), by_regime.get(True)
+    rotations = "in the decode regime (whole rotations of the layers)"
+    if warm and decode:
+        text = f"{span(warm)} calls in the warm regime, {span(decode)} {rotations}"
+    elif warm:
+        text = f"{span(warm)} calls"
+    elif decode:
+        text = f"{span(decode)} calls {rotations}"
+    else:
+        return []
+    return [f"Each timed CUDA graph: {text}."]
 
 
 def vs_sglang_line(record: RunRecord) -> list[str]:

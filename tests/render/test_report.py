@@ -66,6 +66,18 @@ def test_a_vs_sglang_heading_counts_the_pairs_ours_wins_in_each_regime():
             "(decode 6 of 6, warm 105 of 105); 5 pair(s) without sglang's time.") in doc
 
 
+def test_the_heading_says_how_many_calls_each_timed_graph_held(default_data):
+    # read off the committed files' JSON (`settings.calls_per_graph` of the ok cases; the regime from the
+    # `/layers=` suffix): 3239c10's run is warm only, 20 calls; a7c8a99's vs-sglang run 100 warm, and
+    # 100, 122 or 126 (two rotations of 61 layers, three of 42) in the decode regime.
+    doc = document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
+    assert "Each timed CUDA graph: 20 calls." in doc
+    path = "results/runs/20261206-234651_a7c8a99f7fff_vs-sglang.json"
+    doc = document([Named(path, load_run(REPO / path))])
+    assert ("Each timed CUDA graph: 100 calls in the warm regime, 100-126 in the decode regime (whole "
+            "rotations of the layers).") in doc
+
+
 def test_a_run_without_sglang_pairs_has_no_count(default_data):
     assert "Against sglang" not in document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
 
