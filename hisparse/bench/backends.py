@@ -52,6 +52,11 @@ def _copy_rows_as_gather(copy_rows: Callable) -> Callable:
     return gather_floor
 
 
+def _no_copy_grid(*, device: Any = None) -> int:
+    """The reference has no launch: ``lru_sequential_grid`` runs its plain swap (the same result)."""
+    return 0
+
+
 @dataclass(frozen=True)
 class Backend:
     name: str  # "cuda" | "reference"
@@ -61,6 +66,9 @@ class Backend:
     swap_multi_step: Callable
     copy_planned: Callable
     gather_floor: Callable
+    # ``copy_blocks`` of lru_sequential_grid's single-step swaps on ``device`` (keyword): one CTA per SM
+    # on the GPU (swap_single.grid_copy_blocks), 0 in the reference
+    single_step_copy_grid: Callable[..., int] = _no_copy_grid
 
     @property
     def torch_device(self):
@@ -96,6 +104,7 @@ def _cuda() -> Backend:
         swap_multi_step=_LazyOp("hisparse.kernels.ops.swap_multi", "swap_multi_step"),
         copy_planned=_LazyOp("hisparse.kernels.ops.copy_planned", "copy_planned"),
         gather_floor=_LazyOp("hisparse.kernels.ops.gather_floor", "gather_floor"),
+        single_step_copy_grid=_LazyOp("hisparse.kernels.ops.swap_single", "grid_copy_blocks"),
     )
 
 

@@ -29,6 +29,7 @@ import torch
 
 from hisparse.bench import implementations
 from hisparse.errors import HisparseError
+from hisparse.kernels.signature import SWAP_SINGLE
 
 SINGLE, MULTI, PLANNED = "single", "multi", "planned"
 # Bit-exact LRU comparison clones device_buffer (and the small tables) on the device; above this many
@@ -118,31 +119,39 @@ def invocations(implementation: str, backend: Any, workload: Any, *, pdl: bool |
     """The ops of one call, with their kwargs (``SwapBuffers.*_kwargs``: fixed tensors and views),
     built by the implementation's binder (hisparse/bench/implementations.py names it)."""
     impl = implementations.get(implementation)
-    return _BINDERS[impl.binder](backend, workload, planned=impl.planned, pdl=pdl, record_plan=record_plan)
+    return _BINDERS[impl.binder](backend, workload, impl, pdl=pdl, record_plan=record_plan)
 
 
-# A binder turns (backend, Workload) into the op invocations of one call. It gets the Workload, not
-# only its buffers: sglang's binders register their own state with its reset().
+# A binder turns (backend, Workload) into the op invocations of one call, as its row of the
+# implementation table says (``planned``, ``copy_grid``). It gets the Workload, not only its buffers:
+# sglang's binders register their own state with its reset().
 
 
-def bind_sequential_lru(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
+def bind_sequential_lru(backend: Any, workload: Any, impl: Any, *, pdl: bool | None,
                         record_plan: bool) -> list[Invocation]:
     """The single-step swap once per step; with shared layers, each step's plan is replayed into
-    them before the next step overwrites it."""
+    them before the next step overwrites it. With ``copy_grid`` the swap records its plan and
+    copy_planned copies it over the backend's grid (``copy_blocks``; the reference has none and runs
+    the plain swap, whose result is the same), so every call passes a plan."""
     b = _buffers(workload)
+    planned = impl.planned
+    grid = backend.single_step_copy_grid(device=b.device_buffer.device) if impl.copy_grid else 0
     out = []
-    for s in range(b.top_k_tokens.shape[1]):
-        out.append(Invocation(SINGLE, backend.swap_single_step,
-                              b.single_step_kwargs(s, record_plan=record_plan or planned), f"step {s}"))
+    for s in range(b.steps):
+        kwargs = b.single_step_kwargs(s, record_plan=record_plan or planned or grid > 0)
+        if grid:
+            kwargs["copy_blocks"] = grid
+        out.append(Invocation(SINGLE, backend.swap_single_step, kwargs, f"step {s}"))
         if planned:
             out += _planned_copies(backend, b, f"step {s} ")
     return out
 
 
-def bind_multi_step(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
+def bind_multi_step(backend: Any, workload: Any, impl: Any, *, pdl: bool | None,
                     record_plan: bool) -> list[Invocation]:
     """One multi-step swap over all steps; with shared layers, its plan replayed into each."""
     b = _buffers(workload)
+    planned = impl.planned
     out = [Invocation(MULTI, backend.swap_multi_step,
                       b.multi_step_kwargs(record_plan=record_plan or planned, pdl=pdl), "multi-step swap")]
     if planned:
@@ -150,21 +159,22 @@ def bind_multi_step(backend: Any, workload: Any, *, planned: bool, pdl: bool | N
     return out
 
 
-def bind_sglang_lru(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
+def bind_sglang_lru(backend: Any, workload: Any, impl: Any, *, pdl: bool | None,
                     record_plan: bool) -> list[Invocation]:
     """sglang's single-step swap per step (hisparse/bench/sglang.py builds the calls)."""
     from hisparse.bench import sglang  # noqa: PLC0415
 
-    return [Invocation(*t) for t in sglang.lru_invocations(backend, workload, planned=planned, record_plan=record_plan)]
+    return [Invocation(*t) for t in
+            sglang.lru_invocations(backend, workload, planned=impl.planned, record_plan=record_plan)]
 
 
-def bind_sglang_multi_step(backend: Any, workload: Any, *, planned: bool, pdl: bool | None,
+def bind_sglang_multi_step(backend: Any, workload: Any, impl: Any, *, pdl: bool | None,
                            record_plan: bool) -> list[Invocation]:
     """sglang's speculative swap (hisparse/bench/sglang.py builds the calls and its state)."""
     from hisparse.bench import sglang  # noqa: PLC0415
 
     return [Invocation(*t) for t in
-            sglang.multi_step_invocations(backend, workload, planned=planned, record_plan=record_plan)]
+            sglang.multi_step_invocations(backend, workload, planned=impl.planned, record_plan=record_plan)]
 
 
 _BINDERS = {"bind_sequential_lru": bind_sequential_lru, "bind_multi_step": bind_multi_step,
@@ -345,6 +355,7 @@ def _check_planned(inv: Invocation) -> list:
     return [_Mismatch("planned-copy", None, (bad[0],), f"[{inv.label}] {bad[1]}")]
 
 
+_REFERENCE_ARGS = frozenset(SWAP_SINGLE.names())
 _SINGLE_MUTATED = ("device_buffer_tokens", "lru_slots", "top_k_device_locs", "device_buffer",
                    "miss_src", "miss_dst", "miss_count")
 
@@ -367,7 +378,7 @@ def _bit_exact_setup(inv: Invocation, backend: Any) -> Callable[[], list] | None
     def compare() -> list:
         from hisparse.kernels.reference.swap_single import swap_single_step as reference  # noqa: PLC0415
 
-        reference(**{**kw, **clones})
+        reference(**{k: v for k, v in {**kw, **clones}.items() if k in _REFERENCE_ARGS})  # no launch knobs
         out = []
         for k, ref in clones.items():
             got = kw[k]

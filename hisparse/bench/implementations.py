@@ -36,6 +36,8 @@ class Implementation:
                 so their ``ops`` name only the floor).
     counterpart: for an sglang row, our implementation doing the same work: the engine links our
                 case to sglang's case of the same parameters (``counterpart_link``, ours/sglang).
+    copy_grid:  the single-step swap records its plan and copy_planned copies it over one CTA per SM
+                (swap_single's ``copy_blocks``), instead of the swap kernel copying on one CTA per request.
     """
 
     name: str
@@ -48,6 +50,7 @@ class Implementation:
     max_hot_buffer_size: int
     source: str = "hisparse"
     counterpart: str | None = None
+    copy_grid: bool = False
 
     @property
     def uses_pdl(self) -> bool:
@@ -68,6 +71,11 @@ TABLE: tuple[Implementation, ...] = (
     Implementation("lru_sequential_planned", ("swap_single", "copy_planned", "gather_floor"), "bind_sequential_lru",
                    baseline=None, multi_step=False, planned=True, default=False,
                    max_hot_buffer_size=limits.MAX_LRU_HOT_BUFFER_SIZE),
+    # opt-in: lru_sequential with its copy over one CTA per SM (configs/lru-copy.yaml), not inside the swap
+    # kernel on one CTA per request: the same result, another copy structure, timed beside it
+    Implementation("lru_sequential_grid", ("swap_single", "copy_planned", "gather_floor"), "bind_sequential_lru",
+                   baseline=None, multi_step=False, planned=False, default=False,
+                   max_hot_buffer_size=limits.MAX_LRU_HOT_BUFFER_SIZE, copy_grid=True),
     # opt-in: sglang's own kernels through its Python entry points (issue 12), side by side with ours.
     # No sglang sequential-LRU planned variant exists, so the planned row is its own baseline.
     Implementation("sglang_lru_sequential", ("gather_floor",), "bind_sglang_lru",
@@ -104,6 +112,8 @@ def _op_specs(op: str, case: Any) -> list:
     module = importlib.import_module(f"hisparse.kernels.ops.{op}")
     if op == "swap_multi":
         return module.kernel_specs(pdl=case.pdl)
+    if op == "swap_single":
+        return module.kernel_specs(plan_only=get(case.implementation).copy_grid)
     return module.kernel_specs()
 
 

@@ -44,6 +44,7 @@ class ImplStyle:
 
 IMPL_STYLES = {
     "lru_sequential": ImplStyle("#c2410c", "s"),
+    "lru_sequential_grid": ImplStyle("#7c2d12", "D"),  # the same swap, its copy over the grid: a darker hue
     "multi_step": ImplStyle("#1d4ed8", "o"),
     "multi_step_planned": ImplStyle("#15803d", "^"),
     # sglang's implementations: the hue of their counterpart, lighter, hollow markers

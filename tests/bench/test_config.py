@@ -311,6 +311,19 @@ def test_decode_layouts_config_is_what_its_comment_says():
         (196608, 196608)}
 
 
+def test_lru_copy_config_is_what_its_comment_says():
+    """configs/lru-copy.yaml: 28 cases, both copy structures of the sequential LRU on `serving`, the
+    decode regime with configs/default.yaml's layer caps and the warm slice."""
+    cases = load_config(REPO / "configs/lru-copy.yaml").expand()
+    assert len(cases) == 28
+    assert {c.implementation for c in cases} == {"lru_sequential", "lru_sequential_grid"}
+    layers = {(c.implementation, c.batch, c.workload_params_dict["layers"]) for c in cases}
+    for impl in ("lru_sequential", "lru_sequential_grid"):
+        decode = sorted((b, n) for i, b, n in layers if i == impl and n > 1)
+        assert decode == [(1, 61), (2, 61), (4, 61), (8, 61), (16, 42), (32, 21), (64, 10)]
+        assert sorted(b for i, b, n in layers if i == impl and n == 1) == [1, 2, 4, 8, 16, 32, 64]
+
+
 # ---------------------------------------------------------------------------------------------
 # Case ids and round trips
 
@@ -445,7 +458,7 @@ def test_unknown_implementation_and_workload(tmp_path):
     msg, p = config_error(tmp_path, "axes: {implementation: [multi_step, spec_4_full]}\n")
     assert msg == (f"{p}: axes.implementation[1]: str 'spec_4_full' is not allowed; "
                    "allowed: lru_sequential, multi_step, multi_step_planned, lru_sequential_planned, "
-                   "sglang_lru_sequential, sglang_multi_step, sglang_multi_step_planned")
+                   "lru_sequential_grid, sglang_lru_sequential, sglang_multi_step, sglang_multi_step_planned")
     msg, p = config_error(tmp_path, "workloads: {zipf: {}}\n")
     assert msg == f"{p}: workloads.zipf: unknown key; allowed keys: serving, upstream, distinct, trace"
     msg, p = config_error(tmp_path, "workloads: {trace: {miss: 0.1}}\n")

@@ -29,7 +29,7 @@ def cuda():
     return backends.get_backend("cuda")
 
 
-@pytest.mark.parametrize("impl", ["lru_sequential", "multi_step", "multi_step_planned"])
+@pytest.mark.parametrize("impl", ["lru_sequential", "lru_sequential_grid", "multi_step", "multi_step_planned"])
 @pytest.mark.parametrize("workload", ["serving", "trace", "distinct"])
 def test_a_layered_case_is_checked_and_timed_on_the_gpu(cuda, impl, workload):
     pinned = floors.measure_pinned_h2d(DEVICE, nbytes=1 << 24, samples=3)

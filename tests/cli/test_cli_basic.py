@@ -154,6 +154,8 @@ def test_build_compiles_each_implementations_ops_with_the_wrappers_constants():
     assert names("multi_step", pdl=True) == multi_pdl + floor
     assert names("multi_step_planned", pdl=True) == multi_pdl + copy + floor
     assert names("lru_sequential_planned") == single + copy + floor
+    plan_only = [("swap_single", (("block_size", 1024), ("record_plan", True), ("copy", False)))]
+    assert names("lru_sequential_grid") == single + plan_only + copy + floor
     assert names("multi_step", pdl=False)[0] == ("swap_multi", (("pdl", False), ("record_plan", False)))
 
 

@@ -158,6 +158,24 @@ def test_default_config_without_gpu_is_cpu_small(tmp_path):
     assert run.config["name"] == "cpu-small" and run.case_ids() == ["multi_step/distinct/b1/s4/k64/h256/i576/pdl1"]
 
 
+def test_the_grid_copy_lru_runs_beside_lru_sequential_on_the_reference(tmp_path):
+    # lru_sequential_grid on the reference backend runs the plain swap (no launch to spread): its cases
+    # pass the same checks and move the same rows as lru_sequential's.
+    cfg = tmp_path / "grid.yaml"
+    cfg.write_text(tiny_config("grid", implementation="[lru_sequential, lru_sequential_grid]", batch="[1, 2]"))
+    result = CliRunner().invoke(main, ["run", str(cfg), "--backend", "reference", "--no-plots",
+                                       "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    (path,) = (tmp_path / "runs").glob("*.json")
+    run = load_run(path)
+    assert len(run.cases) == 4
+    for b in (1, 2):
+        plain = run.case(f"lru_sequential/distinct/b{b}/s2/k16/h64/i64/pdl0")
+        grid = run.case(f"lru_sequential_grid/distinct/b{b}/s2/k16/h64/i64/pdl0")
+        assert plain.ok and grid.ok
+        assert grid.speedup is None and grid.work == plain.work
+
+
 def test_planned_copy_is_compared_with_its_lru_baseline(tmp_path):
     cfg = tmp_path / "planned.yaml"
     cfg.write_text(TINY.replace("[lru_sequential, multi_step, multi_step_planned]",

@@ -15,7 +15,8 @@ without copying, then the planned copy (``csrc/include/hisparse/planned.cuh``) d
 over n CTAs in request order. The swap kernel alone copies on one CTA per request, so on `bs` SMs; the
 results are bit-identical. The second launch costs a few microseconds per step, so it pays only where
 one or two CTAs would copy everything (batch 1-2; measured in docs/perf-notes.md, 2026-12-07). The
-harness times the default, the copy in the kernel.
+harness times the default as ``lru_sequential`` and the split over one CTA per SM
+(``grid_copy_blocks``) as the opt-in ``lru_sequential_grid``, so the two copies are cases of one run.
 """
 from __future__ import annotations
 
@@ -83,10 +84,11 @@ def kernel_spec(*, block_size: int = DEFAULT_BLOCK_SIZE, record_plan: bool = Fal
                           template_args=(("block_size", int(block_size)), ("record_plan", plan), ("copy", bool(copy))))
 
 
-def kernel_specs(*, block_size: int = DEFAULT_BLOCK_SIZE) -> list[jit.KernelSpec]:
+def kernel_specs(*, block_size: int = DEFAULT_BLOCK_SIZE, plan_only: bool = False) -> list[jit.KernelSpec]:
     """Both plan variants of the copying swap (the harness times calls without a plan and records one for
-    its floors; a ``copy_blocks`` call's plan-only swap is built on first use)."""
-    return [kernel_spec(block_size=block_size, record_plan=r) for r in (False, True)]
+    its floors), and with ``plan_only`` the swap of a ``copy_blocks`` call, whose copy is copy_planned's."""
+    specs = [kernel_spec(block_size=block_size, record_plan=r) for r in (False, True)]
+    return (specs + [kernel_spec(block_size=block_size, copy=False)]) if plan_only else specs
 
 
 _kernel = jit.runner(lambda block_size, record_plan, copy: kernel_spec(block_size=block_size, record_plan=record_plan,
@@ -140,6 +142,13 @@ def swap_single_step(a: Bound) -> None:
                                    num_real_reqs=a.num_real_reqs, host_cache=a.host_cache,
                                    device_buffer=a.device_buffer, item_size_bytes=a.item_size_bytes,
                                    num_blocks=a.copy_blocks)
+
+
+def grid_copy_blocks(device: torch.device | None = None) -> int:
+    """The ``copy_blocks`` of the harness's ``lru_sequential_grid``: one CTA (of 1024 threads) per SM of
+    ``device`` (default: the current one), a launch shape derived from the device."""
+    index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
+    return int(torch.cuda.get_device_properties(index).multi_processor_count)
 
 
 def _check_copy_blocks(copy_blocks: object, record_plan: bool) -> bool:
