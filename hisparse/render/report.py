@@ -105,6 +105,7 @@ def run_heading(named: Named, level: int = 2) -> str:
     if r.backend == "reference":
         lines.append("Reference backend: PyTorch-on-CPU times, not kernel times.")
     lines += graph_calls_line(r)
+    lines += translation_line(r)
     lines += [resume_text(x, "Resumed") + "." for x in r.resumes]
     lines += vs_sglang_line(r)
     if not r.finished:  # interrupted and not resumed to its end: the config's later cases are absent
@@ -138,6 +139,18 @@ def graph_calls_line(record: RunRecord) -> list[str]:
     else:
         return []
     return [f"Each timed CUDA graph: {text}."]
+
+
+def translation_line(record: RunRecord) -> list[str]:
+    """The range of cold over warm gather times over the run's decode-regime cases: what cold host-address
+    translations cost on this node. Nodes differ here (H100 SXM nodes from 1.0x to as much as an H200),
+    so a decode-regime figure reads differently from one node to the next."""
+    ratios = [c.floor["gather_floor_us"] / c.floor["gather_warm_us"] for c in record.cases
+              if c.ok and (c.floor or {}).get("gather_warm_us") and (c.floor or {}).get("gather_floor_us")]
+    if not ratios:
+        return []
+    return [f"Decode regime: the cold gather of a case's rows took {min(ratios):.2f}-{max(ratios):.2f}x its "
+            "warm gather (what cold host-address translations cost on this node)."]
 
 
 def vs_sglang_line(record: RunRecord) -> list[str]:

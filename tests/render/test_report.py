@@ -78,6 +78,20 @@ def test_the_heading_says_how_many_calls_each_timed_graph_held(default_data):
             "rotations of the layers).") in doc
 
 
+def test_the_heading_gives_the_range_of_cold_over_warm_gathers(default_data):
+    # read off the committed files' JSON (gather_floor_us / gather_warm_us of the ok cases that have both):
+    # a7c8a99's default run 1.001-1.387 over its 47 decode-regime cases; the H100 SXM run of 2026-12-07
+    # 0.966-1.040; 3239c10's run has no warm gather (warm regime only), so no line.
+    warm_only = document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
+    assert "Decode regime: the cold gather" not in warm_only
+    for path, span in (("results/runs/20261206-234008_a7c8a99f7fff_default.json", "1.00-1.39x"),
+                       ("results/probes/lru-grid-copy-h100-20261207/rerun-11bdbfc/"
+                        "20261207-054929_11bdbfc35daa_default.json", "0.97-1.04x")):
+        doc = document([Named(path, load_run(REPO / path))])
+        assert (f"Decode regime: the cold gather of a case's rows took {span} its warm gather (what cold "
+                "host-address translations cost on this node).") in doc
+
+
 def test_a_run_without_sglang_pairs_has_no_count(default_data):
     assert "Against sglang" not in document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
 
