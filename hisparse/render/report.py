@@ -145,8 +145,7 @@ def translation_line(record: RunRecord) -> list[str]:
     """The range of cold over warm gather times over the run's decode-regime cases: what cold host-address
     translations cost on this node. Nodes differ here (H100 SXM nodes from 1.0x to as much as an H200),
     so a decode-regime figure reads differently from one node to the next."""
-    ratios = [c.floor["gather_floor_us"] / c.floor["gather_warm_us"] for c in record.cases
-              if c.ok and (c.floor or {}).get("gather_warm_us") and (c.floor or {}).get("gather_floor_us")]
+    ratios = [r for r in (c.derived["translation_cost"] for c in record.cases if c.ok) if r is not None]
     if not ratios:
         return []
     return [f"Decode regime: the cold gather of a case's rows took {min(ratios):.2f}-{max(ratios):.2f}x its "

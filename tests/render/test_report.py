@@ -29,6 +29,11 @@ def default_data() -> dict:
     return json.loads((REPO / DEFAULT).read_text())
 
 
+def committed_document(path: str) -> str:
+    """The document of one committed run file, as `hisparse-bench report PATH` makes it."""
+    return document([Named(path, load_run(REPO / path))])
+
+
 def test_each_run_heading_names_file_commit_date_and_machine(default_data):
     doc = document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
     heading = next(line for line in doc.splitlines() if line.startswith("## "))
@@ -61,7 +66,7 @@ def test_a_vs_sglang_heading_counts_the_pairs_ours_wins_in_each_regime():
     # of the case id): ours/sglang < 1 in all 111 timed pairs, 6 of them in the decode regime; 5 of
     # sglang's multi-step cases failed invariant 7 (2 decode, 3 warm). perf-notes, 2026-12-04: 111 of 111.
     path = "results/runs/20261204-181539_abfd03ab0efe_vs-sglang.json"
-    doc = document([Named(path, load_run(REPO / path))])
+    doc = committed_document(path)
     assert ("Against sglang's kernels, in the pairs where both were timed: ours faster in 111 of 111 "
             "(decode 6 of 6, warm 105 of 105); 5 pair(s) without sglang's time.") in doc
 
@@ -73,7 +78,7 @@ def test_the_heading_says_how_many_calls_each_timed_graph_held(default_data):
     doc = document([Named(DEFAULT, run_from_dict(copy.deepcopy(default_data)))])
     assert "Each timed CUDA graph: 20 calls." in doc
     path = "results/runs/20261206-234651_a7c8a99f7fff_vs-sglang.json"
-    doc = document([Named(path, load_run(REPO / path))])
+    doc = committed_document(path)
     assert ("Each timed CUDA graph: 100 calls in the warm regime, 100-126 in the decode regime (whole "
             "rotations of the layers).") in doc
 
@@ -87,7 +92,7 @@ def test_the_heading_gives_the_range_of_cold_over_warm_gathers(default_data):
     for path, span in (("results/runs/20261206-234008_a7c8a99f7fff_default.json", "1.00-1.39x"),
                        ("results/probes/lru-grid-copy-h100-20261207/rerun-11bdbfc/"
                         "20261207-054929_11bdbfc35daa_default.json", "0.97-1.04x")):
-        doc = document([Named(path, load_run(REPO / path))])
+        doc = committed_document(path)
         assert (f"Decode regime: the cold gather of a case's rows took {span} its warm gather (what cold "
                 "host-address translations cost on this node).") in doc
 

@@ -13,8 +13,8 @@ are runtime values, with the shared memory sized at launch.
 ``copy_blocks=n >= 1`` splits the call in two launches on the same stream: the swap records the plan
 without copying, then the planned copy (``csrc/include/hisparse/planned.cuh``) deals the plan's rows
 over n CTAs in request order. The swap kernel alone copies on one CTA per request, so on `bs` SMs; the
-results are bit-identical. The second launch costs a few microseconds per step, so it pays only where
-one or two CTAs would copy everything (batch 1-2; measured in docs/perf-notes.md, 2026-12-07). The
+results are bit-identical. The second launch costs a few microseconds per step, so on H100 SXM nodes it
+paid only where one or two CTAs would copy everything (batch 1-2; docs/perf-notes.md, 2026-12-07). The
 harness times the default as ``lru_sequential`` and the split over one CTA per SM
 (``grid_copy_blocks``) as the opt-in ``lru_sequential_grid``, so the two copies are cases of one run.
 """
