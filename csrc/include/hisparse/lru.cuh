@@ -11,8 +11,9 @@
 //      evictables backward (s_lru_out[HOT-1-e] = E[e]);
 //   3. m-th miss in top-k index order takes E[m] = s_lru_out[HOT-1-m];
 //   4. new LRU order = E[M:] ++ E[:M] ++ H;
-//   5. one warp per miss copies host row -> device row with warp_copy_item (kCopy), or the kernel
-//      only records the plan and a copy over the whole grid follows (planned.cuh, swap_single.cuh).
+//   5. the CTA copies its misses host row -> device row as one flat list (block_copy_rows, kCopy), or
+//      the kernel only records the plan and a copy over the whole grid follows (planned.cuh,
+//      swap_single.cuh).
 //
 // Sizes are runtime (dynamic shared memory sized at launch); only the block size, whether a miss
 // plan is recorded and whether this kernel copies are template arguments (each instantiation costs
@@ -29,6 +30,7 @@
 #include <cstdint>
 
 #include "hisparse/copy.cuh"
+#include "hisparse/copy_rows.cuh"
 
 namespace hisparse {
 
@@ -72,7 +74,9 @@ struct SwapSingleParams {
 //   int16: s_lru_out[HOT] | s_hash_vals[HS]
 // HS = next power of two >= 2K: load factor <= 1/2 keeps linear probes short, and a power of two lets
 // the multiplicative hash take the product's high bits (Fibonacci hashing) instead of a modulo. It
-// never exceeds 4K, so K=8192 with HOT=32767 still fits in 227 KiB (about 200 KiB).
+// never exceeds 4K, so K=8192 with HOT=32767 still fits in 227 KiB (about 200 KiB). s_tokens takes an
+// even number of words so that the hash keys start 8-byte aligned: once the lookups are done they hold
+// the copy's int64 host rows (HS >= 2K words hold K of them).
 constexpr int kSwapScanWords = 40;  // 32 warp partials + a few block-wide scalars
 
 struct SwapSmemLayout {
@@ -87,7 +91,7 @@ struct SwapSmemLayout {
     l.hash_log2 = 1;
     while ((1 << l.hash_log2) < 2 * top_k) ++l.hash_log2;
     l.hash_size = 1 << l.hash_log2;
-    uint32_t words = static_cast<uint32_t>(top_k);
+    uint32_t words = static_cast<uint32_t>(top_k + (top_k & 1));
     l.off_hash_keys = words;
     words += l.hash_size;
     l.off_chunk_off = words;
@@ -195,11 +199,19 @@ __device__ __forceinline__ int32_t block_exclusive_scan(int32_t v, int32_t* s_sc
   return before + x - v;
 }
 
-// One miss's copy, kept out of line: inlined into the swap kernel (nvcc 13.0, sm_90) it raised the
-// kernel from 39 to 100 registers at 256 threads and spilled at 1024; out of line it stays at 64 with no
-// spills, and one call per item is noise next to a ~1 us zero-copy PCIe read.
-static __device__ __noinline__ void copy_miss(const void* src, void* dst, uint32_t n, uint32_t lane) {
-  warp_copy_item<2>(src, dst, n, lane);
+// 16-byte loads in flight per thread in the swap's copy: 1024 threads move 113 rows of 576 B per pass.
+// The same bytes for narrower words would unroll 16 loads' address arithmetic (kScaleNarrow off, as in
+// the multi-step commit, which also runs 1024 threads at 64 registers).
+constexpr int kSwapCopyInFlight = 4;
+
+// The CTA's copy, kept out of line: the warp-per-row copy it replaced, inlined into the swap kernel
+// (nvcc 13.0, sm_90), raised the kernel from 39 to 100 registers at 256 threads and spilled at 1024;
+// out of line the kernel's own registers do not carry the copy's, and one call per CTA costs nothing.
+template <int kBlockSize>
+static __device__ __noinline__ void copy_misses(const void* host_cache, void* device_buffer, uint32_t item_size_bytes,
+                                                const int64_t* src_rows, const int32_t* dst_rows, uint32_t count) {
+  block_copy_rows<kBlockSize, kSwapCopyInFlight, /*kScaleNarrow=*/false>(host_cache, device_buffer, item_size_bytes,
+                                                                        src_rows, dst_rows, count);
 }
 
 __device__ __forceinline__ int64_t load_index(const void* p, bool is_i64, int64_t i) {
@@ -391,18 +403,37 @@ __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_co
     lru_w[q] = s_lru_out[src];
   }
 
-  // 8. Copies: warp w moves misses w, w+kWarps, ... (host row of the token -> the victim's row).
-  // Without kCopy the recorded plan is the input of the planned copy the wrapper launches next over its
-  // own grid (copy_blocks), which at batch 1-2 copies on more SMs than this kernel's one or two CTAs.
+  // 8. Copies. Without kCopy the recorded plan is the input of the planned copy the wrapper launches next
+  // over its own grid (copy_blocks), which at batch 1-2 copies on more SMs than this kernel's CTAs.
+  // With it the CTA lists its pairs (host row of miss m's token -> its victim's row) and copies them
+  // flat: every thread's loads in flight at once, where one warp per row paid a PCIe round trip per row
+  // (a cold host page costs several). The hash table is dead since 5a, so its keys take the int64 host
+  // rows and s_tokens[0..M) the int32 device rows; pairs outside the buffers are compacted away. Each
+  // round reads its entries before the scan's barriers and writes at c <= m, below the next round's.
   if constexpr (!kCopy) return;
-  for (int m = warp; m < num_misses; m += kWarps) {
-    const int32_t t = s_tokens[m];
-    const int64_t src_row = t < p.max_len ? host_locs[t] : -1;
-    const int32_t dst_row = slot_locs[s_lru_out[HOT - 1 - m]];
-    if (src_row < 0 || src_row >= p.host_rows || dst_row < 0 || dst_row >= p.device_rows) continue;  // warp-uniform
-    copy_miss(row_ptr(p.host_cache, src_row, p.item_size_bytes),
-              row_ptr(p.device_buffer, dst_row, p.item_size_bytes), p.item_size_bytes, lane);
+  auto* s_src = reinterpret_cast<int64_t*>(s_keys);
+  int32_t copies = 0;
+  for (int base = 0; base < num_misses; base += kBlockSize) {
+    const int m = base + tid;
+    int64_t src_row = -1;
+    int32_t dst_row = -1;
+    if (m < num_misses) {
+      const int32_t t = s_tokens[m];
+      src_row = t < p.max_len ? host_locs[t] : -1;
+      dst_row = slot_locs[s_lru_out[HOT - 1 - m]];
+    }
+    const bool valid = src_row >= 0 && src_row < p.host_rows && dst_row >= 0 && dst_row < p.device_rows;
+    int32_t round_copies;
+    const int32_t c = copies + block_exclusive_scan<kBlockSize>(valid ? 1 : 0, s_scan, &round_copies);
+    if (valid) {
+      s_src[c] = src_row;
+      s_tokens[c] = dst_row;
+    }
+    copies += round_copies;
   }
+  __syncthreads();
+  copy_misses<kBlockSize>(p.host_cache, p.device_buffer, p.item_size_bytes, s_src, s_tokens,
+                          static_cast<uint32_t>(copies));
 }
 
 }  // namespace hisparse

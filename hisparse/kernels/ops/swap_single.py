@@ -55,7 +55,7 @@ def swap_single_smem_bytes(top_k: int, hot_buffer_size: int) -> int:
     int16 LRU staging and hash values), rounded up to 16 bytes."""
     chunks = (hot_buffer_size + _WARP - 1) // _WARP
     hs = _hash_size(top_k)
-    int32_words = top_k + hs + (chunks + 1) + chunks + _SCAN_WORDS
+    int32_words = (top_k + (top_k & 1)) + hs + (chunks + 1) + chunks + _SCAN_WORDS  # keys 8-byte aligned
     total = 4 * int32_words + 2 * hot_buffer_size + 2 * hs
     return (total + 15) // 16 * 16
 
