@@ -19,7 +19,7 @@ namespace hisparse {
 
 // Parameter order: the swap_single table in hisparse/kernels/signature.py (the wrapper passes its values in
 // that order; tests/kernels/test_op_args.py holds this list to it).
-template <int kBlockSize, bool kRecordPlan, bool kCopy>
+template <int kBlockSize, bool kRecordPlan, bool kCopy, bool kFlatCopy>
 void swap_single_entry(tvm::ffi::TensorView top_k_tokens, tvm::ffi::TensorView device_buffer_tokens,
                        tvm::ffi::TensorView host_cache_locs, tvm::ffi::TensorView device_buffer_locs,
                        tvm::ffi::TensorView host_cache, tvm::ffi::TensorView device_buffer,
@@ -78,7 +78,9 @@ void swap_single_entry(tvm::ffi::TensorView top_k_tokens, tvm::ffi::TensorView d
   }
 
   const int device = top_k_tokens.device().device_id;
-  const SwapSmemLayout layout = SwapSmemLayout::make(static_cast<int32_t>(K), static_cast<int32_t>(HOT));
+  // the padded layout: as large as the flat copy's, and it holds the warp copy's (lru.cuh)
+  const SwapSmemLayout layout =
+      SwapSmemLayout::make(static_cast<int32_t>(K), static_cast<int32_t>(HOT), /*even_tokens=*/true);
   DeviceGuard guard(device);
   const int limit = max_smem_optin(device);
   TVM_FFI_ICHECK(static_cast<int64_t>(layout.bytes) <= limit)
@@ -116,8 +118,8 @@ void swap_single_entry(tvm::ffi::TensorView top_k_tokens, tvm::ffi::TensorView d
   p.item_size_bytes = static_cast<uint32_t>(item_size_bytes);
   p.index_i64 = (is_i64(req_pool_indices) ? 1u : 0u) | (is_i64(seq_lens) ? 2u : 0u);
 
-  launch(swap_single_kernel<kBlockSize, kRecordPlan, kCopy>, dim3(static_cast<unsigned>(bs)), dim3(kBlockSize),
-         layout.bytes, stream_of(top_k_tokens), /*pdl=*/false, p);
+  launch(swap_single_kernel<kBlockSize, kRecordPlan, kCopy, kFlatCopy>, dim3(static_cast<unsigned>(bs)),
+         dim3(kBlockSize), layout.bytes, stream_of(top_k_tokens), /*pdl=*/false, p);
 }
 
 }  // namespace hisparse

@@ -49,7 +49,7 @@ def _template_table() -> dict[str, tuple[str, dict[str, tuple]]]:
 
     return {
         swap_single.OP: (swap_single.ENTRY, {"block_size": swap_single.BLOCK_SIZES, "record_plan": _BOOLS,
-                                             "copy": _BOOLS}),
+                                             "copy": _BOOLS, "flat_copy": _BOOLS}),
         swap_multi.OP: (swap_multi.ENTRY, {"pdl": _BOOLS, "record_plan": _BOOLS}),
         copy_planned.OP: (copy_planned.ENTRY, {"block_size": copy_planned.BLOCK_SIZES}),
         gather_floor.OP: (gather_floor.ENTRY, {"loads_in_flight": gather_floor.LOADS_IN_FLIGHT}),
@@ -90,6 +90,9 @@ def check_spec(spec, text: str) -> None:
     if given.get("copy") is False and given.get("record_plan") is False:  # the kernel's static_assert
         raise click.BadParameter(f"{text!r}: {spec.op} copy=false needs record_plan=true (the plan is what its copy "
                                  "reads)", param_hint="--spec")
+    if given.get("copy") is False and given.get("flat_copy") is True:  # the kernel's static_assert
+        raise click.BadParameter(f"{text!r}: {spec.op} flat_copy=true needs copy=true (a swap that does not copy "
+                                 "has no copy to shape)", param_hint="--spec")
 
 
 def _parse_value(value: str) -> int | bool | str:

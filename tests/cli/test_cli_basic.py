@@ -144,8 +144,8 @@ def test_build_compiles_each_implementations_ops_with_the_wrappers_constants():
         case = Case(implementation=impl, workload="upstream", **kw)
         return [(s.op, s.template_args) for s in implementations.kernel_specs(case)]
 
-    single = [("swap_single", (("block_size", 1024), ("record_plan", False), ("copy", True))),
-              ("swap_single", (("block_size", 1024), ("record_plan", True), ("copy", True)))]
+    single = [("swap_single", (("block_size", 1024), ("record_plan", r), ("copy", True), ("flat_copy", f)))
+              for r in (False, True) for f in (False, True)]
     floor = [("gather_floor", (("loads_in_flight", 1),))]
     copy = [("copy_planned", (("block_size", 1024),))]
     multi_pdl = [("swap_multi", (("pdl", True), ("record_plan", False))),
@@ -154,7 +154,7 @@ def test_build_compiles_each_implementations_ops_with_the_wrappers_constants():
     assert names("multi_step", pdl=True) == multi_pdl + floor
     assert names("multi_step_planned", pdl=True) == multi_pdl + copy + floor
     assert names("lru_sequential_planned") == single + copy + floor
-    plan_only = [("swap_single", (("block_size", 1024), ("record_plan", True), ("copy", False)))]
+    plan_only = [("swap_single", (("block_size", 1024), ("record_plan", True), ("copy", False), ("flat_copy", False)))]
     assert names("lru_sequential_grid") == single + plan_only + copy + floor
     assert names("multi_step", pdl=False)[0] == ("swap_multi", (("pdl", False), ("record_plan", False)))
 

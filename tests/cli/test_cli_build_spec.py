@@ -40,9 +40,13 @@ def build(*specs: str, extra: tuple[str, ...] = ()):
     ("swap_single:hisparse::swap_single_entry:block_size=333,record_plan=false",
      ("block_size=333 is not allowed", "allowed: 128, 256, 512, 960, 1024")),
     ("swap_single:hisparse::swap_single_entry:block_size=256,record_plan=false,colour=red",
-     ("no template key 'colour'", "allowed keys: block_size, record_plan, copy")),
-    ("swap_single:hisparse::swap_single_entry:block_size=256,record_plan=false,copy=false",
+     ("no template key 'colour'", "allowed keys: block_size, record_plan, copy, flat_copy")),
+    ("swap_single:hisparse::swap_single_entry:block_size=256,record_plan=false,copy=false,flat_copy=false",
      ("copy=false needs record_plan=true",)),
+    ("swap_single:hisparse::swap_single_entry:block_size=256,record_plan=true,copy=false,flat_copy=true",
+     ("flat_copy=true needs copy=true",)),
+    ("swap_single:hisparse::swap_single_entry:block_size=256,record_plan=true,copy=true",
+     ("swap_single needs flat_copy=...", "flat_copy false, true")),
     ("swap_single:hisparse::swap_single_entry:block_size=true,record_plan=false",
      ("block_size=true is not allowed", "allowed: 128, 256")),
     ("swap_multi:hisparse::swap_multi_entry:pdl=red,record_plan=true",
@@ -83,9 +87,10 @@ def test_valid_spec_of_ours_reaches_the_build(monkeypatch):
         return []
 
     monkeypatch.setattr(jit, "build_many", build_many)
-    result = build("swap_single:hisparse::swap_single_entry:block_size=960,record_plan=true,copy=false")
+    result = build("swap_single:hisparse::swap_single_entry:block_size=960,record_plan=true,copy=false,flat_copy=false")
     assert result.exit_code == 0, result.output
-    assert [s.template_args for s in got["specs"]] == [(("block_size", 960), ("record_plan", True), ("copy", False))]
+    assert [s.template_args for s in got["specs"]] == [(("block_size", 960), ("record_plan", True), ("copy", False),
+                                                        ("flat_copy", False))]
 
 
 def test_out_of_tree_kernel_is_not_checked():

@@ -266,17 +266,19 @@ def _stub_check(shape):
     return check
 
 
-def test_single_step_wrapper_calls_the_entry_in_its_order(monkeypatch):
+@pytest.mark.parametrize("batch, flat_copy", [(1, True), (16, True), (17, False), (64, False)])
+def test_single_step_wrapper_calls_the_entry_in_its_order(monkeypatch, batch, flat_copy):
+    """... and picks the copy by batch: flat for calls of at most 16 requests, a miss per warp above."""
     from hisparse.kernels.ops import swap_single
 
     launch = _Launch()
-    shape = SimpleNamespace(batch=2, record_plan=False)
+    shape = SimpleNamespace(batch=batch, record_plan=False)
     monkeypatch.setattr(swap_single, "_kernel", launch)
     monkeypatch.setattr(swap_single, "check_swap_single_inputs", _stub_check(shape))
     monkeypatch.setattr(swap_single, "check_fits", lambda shape, device: None)
     swap_single.swap_single_step(**{**_named(SINGLE), "item_size_bytes": 64, "page_size": 2})
     (template, values), = launch.calls
-    assert template == (1024, False, True)
+    assert template == (1024, False, True, flat_copy)
     source = entry_parameters(_source("swap_single"), "swap_single_entry")
     # Without a plan the three plan tensors are stand-ins (top_k_device_locs): nothing is allocated.
     want = [{"item_size_bytes": 64, "page_size": 2}.get(n, n) for n in source[:13]] + ["top_k_device_locs"] * 3
@@ -294,7 +296,7 @@ def test_single_step_grid_copy_launches_the_plan_only_swap_then_the_planned_copy
     monkeypatch.setattr(swap_single, "check_fits", lambda shape, device: None)
     swap_single.swap_single_step(**{**_named(SINGLE), "item_size_bytes": 64, "copy_blocks": 132})
     (template, values), = swap_launch.calls
-    assert template == (1024, True, False)  # records the plan, does not copy
+    assert template == (1024, True, False, False)  # records the plan, does not copy (so no flat copy)
     assert _names(values) == [64 if n == "item_size_bytes" else n
                               for n in entry_parameters(_source("swap_single"), "swap_single_entry")]
     (template, values), = copy_launch.calls

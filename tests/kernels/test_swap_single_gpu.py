@@ -35,7 +35,8 @@ def built_kernels():
     from hisparse.kernels.ops import swap_single as ops
     from hisparse.kernels.ops.copy_planned import kernel_specs as planned_specs
 
-    specs = [ops.kernel_spec(block_size=b, record_plan=r) for b, r in BLOCK_SIZES_TESTED] + planned_specs()
+    specs = [ops.kernel_spec(block_size=b, record_plan=r, flat_copy=f) for b, r in BLOCK_SIZES_TESTED
+             for f in (False, True)] + planned_specs()
     specs += [ops.kernel_spec(block_size=b, copy=False) for b, r in BLOCK_SIZES_TESTED if r]
     jit.build_many(specs, jobs=os.cpu_count())
 

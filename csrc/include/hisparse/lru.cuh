@@ -11,9 +11,10 @@
 //      evictables backward (s_lru_out[HOT-1-e] = E[e]);
 //   3. m-th miss in top-k index order takes E[m] = s_lru_out[HOT-1-m];
 //   4. new LRU order = E[M:] ++ E[:M] ++ H;
-//   5. the CTA copies its misses host row -> device row as one flat list (block_copy_rows, kCopy), or
-//      the kernel only records the plan and a copy over the whole grid follows (planned.cuh,
-//      swap_single.cuh).
+//   5. one warp per miss copies host row -> device row, or (kFlatCopy) the CTA copies its misses as one
+//      flat list (block_copy_rows); or the kernel only records the plan and a copy over the whole grid
+//      follows (planned.cuh, swap_single.cuh). The wrapper picks the copy by batch size
+//      (hisparse/kernels/ops/swap_single.py, FLAT_COPY_MAX_BATCH).
 //
 // Sizes are runtime (dynamic shared memory sized at launch); only the block size, whether a miss
 // plan is recorded and whether this kernel copies are template arguments (each instantiation costs
@@ -74,16 +75,18 @@ struct SwapSingleParams {
 //   int16: s_lru_out[HOT] | s_hash_vals[HS]
 // HS = next power of two >= 2K: load factor <= 1/2 keeps linear probes short, and a power of two lets
 // the multiplicative hash take the product's high bits (Fibonacci hashing) instead of a modulo. It
-// never exceeds 4K, so K=8192 with HOT=32767 still fits in 227 KiB (about 200 KiB). s_tokens takes an
-// even number of words so that the hash keys start 8-byte aligned: once the lookups are done they hold
-// the copy's int64 host rows (HS >= 2K words hold K of them).
+// never exceeds 4K, so K=8192 with HOT=32767 still fits in 227 KiB (about 200 KiB). For the flat copy
+// (even_tokens) s_tokens takes an even number of words so that the hash keys start 8-byte aligned: once
+// the lookups are done they hold the copy's int64 host rows (HS >= 2K words hold K of them). The launch
+// sizes the padded layout, which holds either; the warp-copy kernel keeps the unpadded offsets, so its
+// code is the same as before the flat copy existed.
 constexpr int kSwapScanWords = 40;  // 32 warp partials + a few block-wide scalars
 
 struct SwapSmemLayout {
   int32_t top_k, hot, chunks, hash_size, hash_log2;
   uint32_t off_hash_keys, off_chunk_off, off_chunk_mask, off_scan, off_lru_out, off_hash_vals, bytes;
 
-  __host__ __device__ static SwapSmemLayout make(int32_t top_k, int32_t hot) {
+  __host__ __device__ static SwapSmemLayout make(int32_t top_k, int32_t hot, bool even_tokens) {
     SwapSmemLayout l{};
     l.top_k = top_k;
     l.hot = hot;
@@ -91,7 +94,7 @@ struct SwapSmemLayout {
     l.hash_log2 = 1;
     while ((1 << l.hash_log2) < 2 * top_k) ++l.hash_log2;
     l.hash_size = 1 << l.hash_log2;
-    uint32_t words = static_cast<uint32_t>(top_k + (top_k & 1));
+    uint32_t words = static_cast<uint32_t>(top_k + (even_tokens ? (top_k & 1) : 0));
     l.off_hash_keys = words;
     words += l.hash_size;
     l.off_chunk_off = words;
@@ -199,14 +202,17 @@ __device__ __forceinline__ int32_t block_exclusive_scan(int32_t v, int32_t* s_sc
   return before + x - v;
 }
 
-// 16-byte loads in flight per thread in the swap's copy: 1024 threads move 113 rows of 576 B per pass.
+// 16-byte loads in flight per thread in the flat copy: 1024 threads move 113 rows of 576 B per pass.
 // The same bytes for narrower words would unroll 16 loads' address arithmetic (kScaleNarrow off, as in
 // the multi-step commit, which also runs 1024 threads at 64 registers).
 constexpr int kSwapCopyInFlight = 4;
 
-// The CTA's copy, kept out of line: the warp-per-row copy it replaced, inlined into the swap kernel
-// (nvcc 13.0, sm_90), raised the kernel from 39 to 100 registers at 256 threads and spilled at 1024;
-// out of line the kernel's own registers do not carry the copy's, and one call per CTA costs nothing.
+// The two copies, kept out of line: the warp copy inlined into the swap kernel (nvcc 13.0, sm_90) raised
+// the kernel from 39 to 100 registers at 256 threads and spilled at 1024; out of line the kernel stays at
+// 64 with no spills, and one call per item or per CTA is noise next to a ~1 us zero-copy PCIe read.
+static __device__ __noinline__ void copy_miss(const void* src, void* dst, uint32_t n, uint32_t lane) {
+  warp_copy_item<2>(src, dst, n, lane);
+}
 template <int kBlockSize>
 static __device__ __noinline__ void copy_misses(const void* host_cache, void* device_buffer, uint32_t item_size_bytes,
                                                 const int64_t* src_rows, const int32_t* dst_rows, uint32_t count) {
@@ -221,11 +227,12 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is_i64, int64_
 }  // namespace lru_detail
 
 // ---------------------------------------------------------------------------------------------
-template <int kBlockSize, bool kRecordPlan, bool kCopy>
+template <int kBlockSize, bool kRecordPlan, bool kCopy, bool kFlatCopy>
 __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_constant__ SwapSingleParams p) {
   static_assert(kBlockSize % kWarpSize == 0 && kBlockSize >= 64 && kBlockSize <= 1024,
                 "block size: a multiple of 32 in [64, 1024]");
   static_assert(kCopy || kRecordPlan, "a swap that does not copy must record the plan its copy reads");
+  static_assert(kCopy || !kFlatCopy, "the flat copy is a copy: kFlatCopy needs kCopy");
   using namespace lru_detail;
   constexpr int kWarps = kBlockSize / kWarpSize;
   const int tid = threadIdx.x;
@@ -265,7 +272,7 @@ __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_co
 
   // 3. Shared memory.
   extern __shared__ __align__(16) uint8_t smem[];
-  const SwapSmemLayout L = SwapSmemLayout::make(K, HOT);
+  const SwapSmemLayout L = SwapSmemLayout::make(K, HOT, /*even_tokens=*/kFlatCopy);
   auto* s_tokens = reinterpret_cast<int32_t*>(smem);
   auto* s_keys = reinterpret_cast<int32_t*>(smem) + L.off_hash_keys;
   auto* s_chunk_off = reinterpret_cast<int32_t*>(smem) + L.off_chunk_off;
@@ -405,35 +412,46 @@ __global__ void __launch_bounds__(kBlockSize) swap_single_kernel(const __grid_co
 
   // 8. Copies. Without kCopy the recorded plan is the input of the planned copy the wrapper launches next
   // over its own grid (copy_blocks), which at batch 1-2 copies on more SMs than this kernel's CTAs.
-  // With it the CTA lists its pairs (host row of miss m's token -> its victim's row) and copies them
-  // flat: every thread's loads in flight at once, where one warp per row paid a PCIe round trip per row
-  // (a cold host page costs several). The hash table is dead since 5a, so its keys take the int64 host
-  // rows and s_tokens[0..M) the int32 device rows; pairs outside the buffers are compacted away. Each
-  // round reads its entries before the scan's barriers and writes at c <= m, below the next round's.
   if constexpr (!kCopy) return;
-  auto* s_src = reinterpret_cast<int64_t*>(s_keys);
-  int32_t copies = 0;
-  for (int base = 0; base < num_misses; base += kBlockSize) {
-    const int m = base + tid;
-    int64_t src_row = -1;
-    int32_t dst_row = -1;
-    if (m < num_misses) {
+  if constexpr (!kFlatCopy) {  // warp w moves misses w, w+kWarps, ...
+    for (int m = warp; m < num_misses; m += kWarps) {
       const int32_t t = s_tokens[m];
-      src_row = t < p.max_len ? host_locs[t] : -1;
-      dst_row = slot_locs[s_lru_out[HOT - 1 - m]];
+      const int64_t src_row = t < p.max_len ? host_locs[t] : -1;
+      const int32_t dst_row = slot_locs[s_lru_out[HOT - 1 - m]];
+      if (src_row < 0 || src_row >= p.host_rows || dst_row < 0 || dst_row >= p.device_rows) continue;  // warp-uniform
+      copy_miss(row_ptr(p.host_cache, src_row, p.item_size_bytes),
+                row_ptr(p.device_buffer, dst_row, p.item_size_bytes), p.item_size_bytes, lane);
     }
-    const bool valid = src_row >= 0 && src_row < p.host_rows && dst_row >= 0 && dst_row < p.device_rows;
-    int32_t round_copies;
-    const int32_t c = copies + block_exclusive_scan<kBlockSize>(valid ? 1 : 0, s_scan, &round_copies);
-    if (valid) {
-      s_src[c] = src_row;
-      s_tokens[c] = dst_row;
+  } else {
+    // The flat copy: the CTA lists its pairs (host row of miss m's token -> its victim's row) and copies
+    // them with every thread's loads in flight at once, where one warp per row paid a PCIe round trip per
+    // row. The hash table is dead since 5a, so its keys take the int64 host rows and s_tokens[0..M) the
+    // int32 device rows; pairs outside the buffers are compacted away. Each round reads its entries before
+    // the scan's barriers and writes at c <= m, below the next round's.
+    auto* s_src = reinterpret_cast<int64_t*>(s_keys);
+    int32_t copies = 0;
+    for (int base = 0; base < num_misses; base += kBlockSize) {
+      const int m = base + tid;
+      int64_t src_row = -1;
+      int32_t dst_row = -1;
+      if (m < num_misses) {
+        const int32_t t = s_tokens[m];
+        src_row = t < p.max_len ? host_locs[t] : -1;
+        dst_row = slot_locs[s_lru_out[HOT - 1 - m]];
+      }
+      const bool valid = src_row >= 0 && src_row < p.host_rows && dst_row >= 0 && dst_row < p.device_rows;
+      int32_t round_copies;
+      const int32_t c = copies + block_exclusive_scan<kBlockSize>(valid ? 1 : 0, s_scan, &round_copies);
+      if (valid) {
+        s_src[c] = src_row;
+        s_tokens[c] = dst_row;
+      }
+      copies += round_copies;
     }
-    copies += round_copies;
+    __syncthreads();
+    copy_misses<kBlockSize>(p.host_cache, p.device_buffer, p.item_size_bytes, s_src, s_tokens,
+                            static_cast<uint32_t>(copies));
   }
-  __syncthreads();
-  copy_misses<kBlockSize>(p.host_cache, p.device_buffer, p.item_size_bytes, s_src, s_tokens,
-                          static_cast<uint32_t>(copies));
 }
 
 }  // namespace hisparse

@@ -6,9 +6,11 @@ Same keyword-only arguments as :func:`hisparse.kernels.reference.swap_single.swa
 contract, which syncs), nothing is allocated, and the kernel runs on torch's current stream, so a call
 can be captured in a CUDA graph.
 
-Compile-time choices are only the block size, whether a plan is recorded and whether the swap kernel
-copies (each instantiation costs ~10 s of nvcc); top_k, hot_buffer_size, page_size and item_size_bytes
-are runtime values, with the shared memory sized at launch.
+Compile-time choices are only the block size, whether a plan is recorded, whether the swap kernel
+copies and how (each instantiation costs ~10 s of nvcc); top_k, hot_buffer_size, page_size and
+item_size_bytes are runtime values, with the shared memory sized at launch. The copy's shape follows the
+batch: a call of at most ``FLAT_COPY_MAX_BATCH`` requests copies each request's misses as one flat list
+over its CTA, a larger one a miss per warp (``flat_copy_for``).
 
 ``copy_blocks=n >= 1`` splits the call in two launches on the same stream: the swap records the plan
 without copying, then the planned copy (``csrc/include/hisparse/planned.cuh``) deals the plan's rows
@@ -45,6 +47,19 @@ _SCAN_WORDS = 40
 # Opt-in shared memory per block when torch does not report it (bytes), by compute capability major.
 _SMEM_OPTIN_FALLBACK = {9: 232448, 10: 232448, 8: 166912}
 
+# Calls of at most this many requests copy each request's misses as one flat list over its CTA (113
+# rows of 576 B in flight per CTA), larger ones a miss per warp (32 rows in flight per CTA). On an H100
+# SXM node whose decode-regime translations are cold, as the H200's, the flat copy was faster at every
+# batch up to 16 on `serving`, by less as CTAs were added (docs/perf-notes.md, 2026-12-07): a few CTAs
+# alone on the GPU gain from the depth. Above 16 the warp copy stays, its device code unchanged, until
+# a measurement there says otherwise.
+FLAT_COPY_MAX_BATCH = 16
+
+
+def flat_copy_for(batch: int) -> bool:
+    """Whether a copying call of ``batch`` requests runs the flat-copy instantiation."""
+    return batch <= FLAT_COPY_MAX_BATCH
+
 
 def _hash_size(top_k: int) -> int:
     return 1 << max(1, (2 * top_k - 1).bit_length())
@@ -76,23 +91,27 @@ def max_shared_memory_per_block(device: torch.device) -> int:
 
 
 def kernel_spec(*, block_size: int = DEFAULT_BLOCK_SIZE, record_plan: bool = False,
-                copy: bool = True) -> jit.KernelSpec:
-    """The instantiation a call with these template values needs (``copy=False`` records the plan)."""
+                copy: bool = True, flat_copy: bool = False) -> jit.KernelSpec:
+    """The instantiation a call with these template values needs (``copy=False`` records the plan and
+    copies nothing, so ``flat_copy`` is off with it)."""
     _check_block_size(block_size)
     plan = bool(record_plan) or not copy  # a swap that does not copy records the plan its copy reads
+    flat = bool(flat_copy) and bool(copy)
     return jit.KernelSpec(op=OP, entry=ENTRY,
-                          template_args=(("block_size", int(block_size)), ("record_plan", plan), ("copy", bool(copy))))
+                          template_args=(("block_size", int(block_size)), ("record_plan", plan), ("copy", bool(copy)),
+                                         ("flat_copy", flat)))
 
 
 def kernel_specs(*, block_size: int = DEFAULT_BLOCK_SIZE, plan_only: bool = False) -> list[jit.KernelSpec]:
     """Both plan variants of the copying swap (the harness times calls without a plan and records one for
-    its floors), and with ``plan_only`` the swap of a ``copy_blocks`` call, whose copy is copy_planned's."""
-    specs = [kernel_spec(block_size=block_size, record_plan=r) for r in (False, True)]
+    its floors), each with both copies (the batch picks one), and with ``plan_only`` the swap of a
+    ``copy_blocks`` call, whose copy is copy_planned's."""
+    specs = [kernel_spec(block_size=block_size, record_plan=r, flat_copy=f) for r in (False, True) for f in (False, True)]
     return (specs + [kernel_spec(block_size=block_size, copy=False)]) if plan_only else specs
 
 
-_kernel = jit.runner(lambda block_size, record_plan, copy: kernel_spec(block_size=block_size, record_plan=record_plan,
-                                                                       copy=copy))
+_kernel = jit.runner(lambda block_size, record_plan, copy, flat_copy: kernel_spec(
+    block_size=block_size, record_plan=record_plan, copy=copy, flat_copy=flat_copy))
 
 
 def _check_block_size(block_size: object) -> None:
@@ -136,7 +155,8 @@ def swap_single_step(a: Bound) -> None:
     if not shape.record_plan:
         # Never read by the record_plan=false instantiation; any tensor will do, so nothing is allocated.
         values.update(miss_src=a.top_k_device_locs, miss_dst=a.top_k_device_locs, miss_count=a.top_k_device_locs)
-    _kernel(a.block_size, shape.record_plan, not grid_copy)(*ARGS.cpp_values(values))
+    copy = not grid_copy
+    _kernel(a.block_size, shape.record_plan, copy, copy and flat_copy_for(shape.batch))(*ARGS.cpp_values(values))
     if grid_copy:
         copy_planned.run_unchecked(miss_src=a.miss_src, miss_dst=a.miss_dst, miss_count=a.miss_count,
                                    num_real_reqs=a.num_real_reqs, host_cache=a.host_cache,
