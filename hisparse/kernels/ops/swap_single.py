@@ -106,7 +106,8 @@ def kernel_specs(*, block_size: int = DEFAULT_BLOCK_SIZE, plan_only: bool = Fals
     """Both plan variants of the copying swap (the harness times calls without a plan and records one for
     its floors), each with both copies (the batch picks one), and with ``plan_only`` the swap of a
     ``copy_blocks`` call, whose copy is copy_planned's."""
-    specs = [kernel_spec(block_size=block_size, record_plan=r, flat_copy=f) for r in (False, True) for f in (False, True)]
+    specs = [kernel_spec(block_size=block_size, record_plan=r, flat_copy=f)
+             for r in (False, True) for f in (False, True)]
     return (specs + [kernel_spec(block_size=block_size, copy=False)]) if plan_only else specs
 
 
