@@ -186,18 +186,40 @@ class FloorShift:
     cases: int  # cases the geometric mean is over (0: a run-level floor such as the pinned copy)
 
 
-def gather_floor_shift(run_a: RunRecord, run_b: RunRecord) -> FloorShift | None:
-    """Geometric mean, over the cases timed in both runs, of B's bare gather of the case's rows over A's
-    (``floor.gather_floor_us``: the same rows, in the case's regime). None when no case has it in both."""
+def _case_shift(run_a: RunRecord, run_b: RunRecord, name: str, value) -> FloorShift | None:
+    """Geometric mean, over the cases ok in both runs with ``value(case)`` in both, of B's over A's."""
     logs = []
     for case_a in run_a.cases:
         case_b = run_b.case(case_a.case_id)
         if case_b is None or not (case_a.ok and case_b.ok):
             continue
-        fa, fb = ((c.floor or {}).get("gather_floor_us") for c in (case_a, case_b))
+        fa, fb = value(case_a), value(case_b)
         if fa and fb and min(fa, fb) > 0:
             logs.append(math.log(fb / fa))
-    return FloorShift("bare gather", math.exp(sum(logs) / len(logs)), len(logs)) if logs else None
+    return FloorShift(name, math.exp(sum(logs) / len(logs)), len(logs)) if logs else None
+
+
+def _floor(key: str):
+    return lambda case: (case.floor or {}).get(key)
+
+
+def gather_floor_shift(run_a: RunRecord, run_b: RunRecord) -> FloorShift | None:
+    """Geometric mean, over the cases timed in both runs, of B's bare gather of the case's rows over A's
+    (``floor.gather_floor_us``: the same rows, in the case's regime). None when no case has it in both."""
+    return _case_shift(run_a, run_b, "bare gather", _floor("gather_floor_us"))
+
+
+def warm_gather_shift(run_a: RunRecord, run_b: RunRecord) -> FloorShift | None:
+    """The same for the decode-regime cases' warm gather of their rows (``floor.gather_warm_us``): the
+    host's rate with the translations warm, so a shift here is the host's, not the translations'."""
+    return _case_shift(run_a, run_b, "warm bare gather", _floor("gather_warm_us"))
+
+
+def translation_shift(run_a: RunRecord, run_b: RunRecord) -> FloorShift | None:
+    """The same for the decode-regime cases' cold over warm gather (``derived.translation_cost``): what
+    cold host-address translations cost each node. H100 SXM nodes of one machine name have paid about 1.0x and
+    1.18x at batch 64 (docs/perf-notes.md, 2026-12-07), so a decode figure can move with this alone."""
+    return _case_shift(run_a, run_b, "translation", lambda case: case.derived["translation_cost"])
 
 
 def pinned_copy_shift(run_a: RunRecord, run_b: RunRecord) -> FloorShift | None:
@@ -213,7 +235,7 @@ def floor_warnings(run_a: RunRecord, run_b: RunRecord, limit: float = FLOOR_SHIF
     have gathered the same scattered rows 1.4x apart (docs/known-issues.md): every case then moves with
     the node, and only the floors, measured in each run, show it."""
     out = []
-    for shift in (gather_floor_shift(run_a, run_b), pinned_copy_shift(run_a, run_b)):
+    for shift in (gather_floor_shift(run_a, run_b), warm_gather_shift(run_a, run_b), pinned_copy_shift(run_a, run_b)):
         if shift is None or not floor_moved(shift.ratio, limit):
             continue
         over = f" (geometric mean over {shift.cases} case(s))" if shift.cases else ""
@@ -221,6 +243,12 @@ def floor_warnings(run_a: RunRecord, run_b: RunRecord, limit: float = FLOOR_SHIF
                    "the nodes, the cases' rows or the floor's own code differ, so each case's change mixes that "
                    "with the kernels'; "
                    "compare each case against its floor (`/ gather floor`), or runs of one node")
+    translation = translation_shift(run_a, run_b)
+    if translation is not None and floor_moved(translation.ratio, limit):
+        out.append(f"the decode-regime cases' cold over warm bare gather is {translation.ratio:.2f}x in {names[1]} "
+                   f"what it is in {names[0]} (geometric mean over {translation.cases} case(s)): cold host-address "
+                   "translations cost the two nodes differently, so those cases move with the node as well as with "
+                   "the kernels; compare them against their floor (`/ gather floor`), or runs of one node")
     return out
 
 

@@ -12,7 +12,7 @@ from hisparse.results.model import write_run
 from hisparse.track import policy as pol
 from hisparse.track.compare import (any_regression, compare, compare_samples, comparability_warnings,
                                     floor_warnings, gather_floor_shift, incomparable, only_in, resume_warnings,
-                                    within)
+                                    translation_shift, warm_gather_shift, within)
 from hisparse.results.model import CaseResult, RunRecord
 from hisparse.stats import summary
 
@@ -296,6 +296,38 @@ def test_a_node_whose_bare_gather_is_slower_is_named_with_the_geometric_mean_of_
     partly = replace(slower, cases=(slower.cases[0], _case("b2", [], status="failed"), _floored("b4", 6, 40.0)))
     assert gather_floor_shift(a, partly).cases == 2 and gather_floor_shift(a, partly).ratio == pytest.approx(1.5 ** 0.5)
     assert gather_floor_shift(a, _run("D", [_case("b1", _noisy(100, 0.005, seed=1))])) is None
+
+
+def _decode(case_id, seed, cold_us, warm_us):
+    """A decode-regime case: its rows' bare gather took ``cold_us`` with the translations cold and
+    ``warm_us`` warm."""
+    return replace(_floored(case_id, seed, cold_us), floor={"pcie_floor_us": 8.0, "gather_floor_us": cold_us,
+                                                            "gather_warm_us": warm_us})
+
+
+def test_a_node_whose_translations_cost_less_is_told_apart_from_a_node_whose_host_is_slower():
+    # A pays 1.18x for cold translations at both batches (as the H200 and one H100 SXM node did), B pays
+    # nothing with the same warm gathers: the bare gather and the translations moved, the warm gather not
+    a = _run("A", [_decode("b32", 1, 354.0, 300.0), _decode("b64", 2, 708.0, 600.0)])
+    b = _run("B", [_decode("b32", 3, 300.0, 300.0), _decode("b64", 4, 600.0, 600.0)])
+    assert warm_gather_shift(a, b).ratio == pytest.approx(1.0)
+    assert translation_shift(a, b).ratio == pytest.approx(1 / 1.18) and translation_shift(a, b).cases == 2
+    assert floor_warnings(a, b) == [
+        "the bare gather floor takes 0.85x A's time in B (geometric mean over 2 case(s)): the nodes, the cases' "
+        "rows or the floor's own code differ, so each case's change mixes that with the kernels'; compare each "
+        "case against its floor (`/ gather floor`), or runs of one node",
+        "the decode-regime cases' cold over warm bare gather is 0.85x in B what it is in A (geometric mean over 2 "
+        "case(s)): cold host-address translations cost the two nodes differently, so those cases move with the "
+        "node as well as with the kernels; compare them against their floor (`/ gather floor`), or runs of one "
+        "node"]
+    # C's host gathers 1.2x slower with the same translation cost: both gathers moved, the translations not
+    c = _run("C", [_decode("b32", 5, 424.8, 360.0), _decode("b64", 6, 849.6, 720.0)])
+    assert translation_shift(a, c).ratio == pytest.approx(1.0)
+    assert [w.split(" (")[0] for w in floor_warnings(a, c)] == [
+        "the bare gather floor takes 1.20x A's time in B", "the warm bare gather floor takes 1.20x A's time in B"]
+    # warm-regime cases have no warm gather of their own: nothing to say about translations
+    warm_only = _run("W", [_floored("b64", 7, 600.0)])
+    assert translation_shift(warm_only, warm_only) is None and warm_gather_shift(warm_only, warm_only) is None
 
 
 def test_a_different_pinned_copy_rate_is_a_warning_and_the_cli_prints_the_floor_warnings(tmp_path):
