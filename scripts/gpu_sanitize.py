@@ -44,9 +44,8 @@ def planted_specs():
 def real_specs():
     from hisparse.kernels.ops import copy_planned, gather_floor, swap_single
 
-    return ([swap_single.kernel_spec(block_size=SWAP_BLOCK, record_plan=r, flat_copy=f) for r in (False, True)
-             for f in (False, True)]
-            + [swap_single.kernel_spec(block_size=SWAP_BLOCK, copy=False)]
+    # every swap the wrapper can launch: both plan variants with each copy, and the plan-only swap
+    return (swap_single.kernel_specs(block_size=SWAP_BLOCK, plan_only=True)
             + copy_planned.kernel_specs() + gather_floor.kernel_specs())
 
 
