@@ -11,12 +11,13 @@ Under ``compute-sanitizer --tool memcheck|racecheck --error-exitcode 9`` with
 leaves the allocation): ``real`` must exit 0 with no errors reported, the planted cases must be
 reported (exit 9). A clean real run means something only next to a caught planted bug.
 
-``real`` runs: the single-step swap (plan recorded and not, an aligned and an unaligned item size,
-long / fast / padding rows, the rows used at the very end of exactly sized buffers), the planned copy
-replaying its plan, the bare gather (flat paths of 16-, 8- and 4-byte words, the warp fallback), and the
-multi-step swap (72-byte items: the 8-byte flat copy; at batch 3, one round of the gather, and at the
-smallest batch whose grid runs two rounds, the 64-register gather at 4 CTAs per SM) when
-hisparse.kernels.ops.swap_multi exists (checked with the invariant checker), else a "skipped" line.
+``real`` runs: the single-step swap (the flat copy at batch 4 and the warp copy at batch 20, plan
+recorded and not, an aligned and an unaligned item size, long / fast / padding rows, the rows used at
+the very end of exactly sized buffers), the planned copy replaying its plan, the bare gather (flat
+paths of 16-, 8- and 4-byte words, the warp fallback), and the multi-step swap (72-byte items: the
+8-byte flat copy; at batch 3, one round of the gather, and at the smallest batch whose grid runs two
+rounds, the 64-register gather at 4 CTAs per SM) when hisparse.kernels.ops.swap_multi exists (checked
+with the invariant checker), else a "skipped" line.
 Exit codes of the script itself: 0 ok, 1 a result differs from the reference, 2 usage.
 """
 from __future__ import annotations
@@ -73,15 +74,24 @@ def build() -> int:
 # real cases
 
 
-def _swap_case(item: int, record_plan: bool, seed: int, device: str = "cuda") -> dict:
-    """bs=4 (rows: long, long, fast, padding), K=48, HOT=100 (not a power of two), page 2.
+# (item size, record_plan, copy_blocks, batch) of the single-step swap's real cases, the seed being the
+# index. Batch 4 copies flat, batch 20 a miss per warp (swap_single.flat_copy_for); the last case copies
+# over its own grid after a plan-only swap.
+SWAP_CASES = [(576, True, 0, 4), (100, False, 0, 4), (656, True, 0, 4), (576, True, 0, 20), (100, False, 0, 20),
+              (576, True, 5, 4)]
 
-    The last device row and the last host row are used, and both buffers are exactly sized."""
+
+def _swap_case(item: int, record_plan: bool, seed: int, device: str = "cuda", batch: int = 4) -> dict:
+    """batch >= 4 rows (long, long, fast, then padding), K=48, HOT=100 (not a power of two), page 2.
+
+    The last device row and the last host row are used, and both buffers are exactly sized. A batch
+    over ``FLAT_COPY_MAX_BATCH`` (padding rows added) runs the warp-copy instantiation, 4 the flat one."""
     g = torch.Generator().manual_seed(seed)
-    bs, k, hot, page, r = 4, 48, 100, 2, 5
+    bs, k, hot, page, r = batch, 48, 100, 2, 5
     width = hot + page
-    seq = [hot + 3 * k + 5, hot + 2 * k + 9, 37, 999]
-    rids = [3, 0, 1, 12345]  # padding row's slot does not exist: it must never be read
+    pad = bs - 3
+    seq = [hot + 3 * k + 5, hot + 2 * k + 9, 37] + [999] * pad
+    rids = [3, 0, 1] + [12345] * pad  # padding rows' slot does not exist: it must never be read
     max_len = max(seq[:3]) + 1
     tokens = torch.full((r, width), -1, dtype=torch.int64)
     top_k = torch.zeros((bs, k), dtype=torch.int64)
@@ -101,7 +111,7 @@ def _swap_case(item: int, record_plan: bool, seed: int, device: str = "cuda") ->
     top_k[2] = torch.randperm(width, generator=g)[:k]
     top_k[2, ::7] = -1
     top_k[2, seq[2]:] = -1
-    top_k[3] = torch.randint(0, 1 << 30, (k,), generator=g)
+    top_k[3:] = torch.randint(0, 1 << 30, (pad, k), generator=g)
     dev_rows = r * width
     locs = torch.randperm(dev_rows, generator=g).view(r, width)  # includes the last row
     host_rows = 97
@@ -151,16 +161,15 @@ def run_real() -> int:
     from hisparse.kernels.reference.swap_single import swap_single_step as swap_single_ref
 
     failures = []
-    # the last case copies over its own grid after a plan-only swap (copy_blocks)
-    for seed, (item, plan, grid) in enumerate([(576, True, 0), (100, False, 0), (656, True, 0), (576, True, 5)]):
-        kw = _swap_case(item, plan, seed)
+    for seed, (item, plan, grid, batch) in enumerate(SWAP_CASES):
+        kw = _swap_case(item, plan, seed, batch=batch)
         ref = _clone(kw)
         swap_single_step(**kw, block_size=SWAP_BLOCK, copy_blocks=grid)
         torch.cuda.synchronize()
         swap_single_ref(**ref)
         bad = _differs(kw, ref)
         verdict = "MISMATCH " + str(bad) if bad else "ok"
-        print(f"swap_single item={item} record_plan={plan} copy_blocks={grid}: {verdict}")
+        print(f"swap_single batch={batch} item={item} record_plan={plan} copy_blocks={grid}: {verdict}")
         failures += bad
         if plan:  # replay the recorded plan into a second, exactly sized layer
             layer = torch.randint(0, 256, kw["device_buffer"].shape, dtype=torch.uint8, device="cuda")

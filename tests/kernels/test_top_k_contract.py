@@ -38,16 +38,29 @@ def test_a_row_that_addresses_its_slots_ranges_over_the_slot_table():
         _check([[6, 4, 2]], [4], slot_table=[0])
 
 
-@pytest.mark.parametrize("item,plan,seed", [(576, True, 0), (100, False, 1), (656, True, 2)])
-def test_the_sanitizers_single_step_cases_are_within_the_contract(item, plan, seed):
+@pytest.mark.parametrize("seed", range(6))
+def test_the_sanitizers_single_step_cases_are_within_the_contract(seed):
     # scripts/gpu_sanitize.py builds its own swap inputs; out of contract, the wrapper refuses them and
     # the sanitizer's "real" run fails before any kernel runs (as it did on the GPU, 2026-12-01). Here
     # on the CPU: the same inputs through the PyTorch reference, which validates like the wrapper.
     from hisparse.kernels.reference.swap_single import swap_single_step
 
-    kw = _sanitizer_script()._swap_case(item, plan, seed, device="cpu")
+    mod = _sanitizer_script()
+    assert len(mod.SWAP_CASES) == 6
+    item, plan, _, batch = mod.SWAP_CASES[seed]
+    kw = mod._swap_case(item, plan, seed, device="cpu", batch=batch)
+    assert kw["top_k_tokens"].shape[0] == batch
     swap_single_step(**kw)
     assert int((kw["top_k_device_locs"][:3] >= 0).sum()) > 0  # real rows got device rows
+
+
+def test_the_sanitizer_runs_both_copies_of_the_single_step_swap():
+    # the flat copy (calls of at most FLAT_COPY_MAX_BATCH requests) and the warp copy above it are two
+    # instantiations; a real case of each, or one goes unchecked under compute-sanitizer
+    from hisparse.kernels.ops.swap_single import FLAT_COPY_MAX_BATCH
+
+    batches = {batch for _, _, grid, batch in _sanitizer_script().SWAP_CASES if grid == 0}
+    assert any(b <= FLAT_COPY_MAX_BATCH for b in batches) and any(b > FLAT_COPY_MAX_BATCH for b in batches)
 
 
 def _sanitizer_script():
