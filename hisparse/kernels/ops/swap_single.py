@@ -51,8 +51,9 @@ _SMEM_OPTIN_FALLBACK = {9: 232448, 10: 232448, 8: 166912}
 # rows of 576 B in flight per CTA), larger ones a miss per warp (32 rows in flight per CTA). On an H100
 # SXM node whose decode-regime translations are cold, as the H200's, the flat copy was faster at every
 # batch up to 16 on `serving`, by less as CTAs were added (docs/perf-notes.md, 2026-12-07): a few CTAs
-# alone on the GPU gain from the depth. Above 16 the warp copy stays, its device code unchanged, until
-# a measurement there says otherwise.
+# alone on the GPU gain from the depth. Above 16 the warp copy stays, its device code unchanged since
+# a837c3d: at batch 32 and 64 the flat copy was within the node's run-to-run spread (same file, the
+# entry on batch 32 and 64).
 FLAT_COPY_MAX_BATCH = 16
 
 
