@@ -8,16 +8,24 @@ first tree). Why bests, not means: alternated runs of one tree differ by the nod
 outlier samples (a replay that lands in the slow mode), and the best of each tree is the figure least
 moved by either; the table keeps every median, so a reader can see whether one run carried the ratio.
 A case that failed or was not run in a file reads "-".
+
+Below the table, each run's floors against the first run's (hisparse/track/compare.py: the pinned copy,
+the bare gather of each case's rows, and its warm gather; time ratios, geometric means over the cases ok
+in both): a node whose host drifted during the A/B moves every tree's times with it, and a ratio of
+bests smaller than that drift says nothing about the patch.
 """
 from __future__ import annotations
 
 import sys
 
 from hisparse.results.model import load_run
+from hisparse.track.compare import gather_floor_shift, pinned_copy_shift, warm_gather_shift
+
+DRIFTS = (("pinned copy", pinned_copy_shift), ("bare gather", gather_floor_shift), ("warm gather", warm_gather_shift))
 
 
-def medians(path: str) -> dict[str, float | None]:
-    return {c.case_id: (c.stats["median_us"] if c.status == "ok" else None) for c in load_run(path).cases}
+def medians(run) -> dict[str, float | None]:
+    return {c.case_id: (c.stats["median_us"] if c.status == "ok" else None) for c in run.cases}
 
 
 def tree_of(label: str) -> str:
@@ -47,6 +55,18 @@ def table(labels: list[str], runs: dict[str, dict]) -> list[str]:
     return lines
 
 
+def drift(labels: list[str], records: dict) -> list[str]:
+    """One row per run after the first: its floors over the first run's ("-": not measured in both)."""
+    first = labels[0]
+    width = max(len("run"), *map(len, labels))
+    lines = [f"node drift against {first} (time ratios, > 1: slower; geometric means over the cases ok in both):",
+             f"{'run':{width}} " + " ".join(f"{name:>12}" for name, _ in DRIFTS)]
+    for lab in labels[1:]:
+        shifts = [f(records[first], records[lab]) for _, f in DRIFTS]
+        lines.append(f"{lab:{width}} " + " ".join(f"{s.ratio:12.3f}" if s else f"{'-':>12}" for s in shifts))
+    return lines
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] in (["-h"], ["--help"]):
         print(__doc__)
@@ -58,8 +78,11 @@ def main(argv: list[str]) -> int:
     if len(labels) != len(files):
         print(f"ab_table: {len(labels)} labels for {len(files)} run files", file=sys.stderr)
         return 2
-    runs = {lab: medians(path) for lab, path in zip(labels, files)}
+    records = {lab: load_run(path) for lab, path in zip(labels, files)}
+    runs = {lab: medians(run) for lab, run in records.items()}
     print("\n".join(table(labels, runs)))
+    if len(labels) > 1:
+        print("\n" + "\n".join(drift(labels, records)))
     return 0
 
 

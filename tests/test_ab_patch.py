@@ -127,3 +127,31 @@ def test_ab_table_rejects_labels_that_do_not_match_the_files(capsys):
     assert mod.main(["--labels", "head-a,t-a", "only-one.json"]) == 2
     assert "2 labels for 1 run files" in capsys.readouterr().err
     assert mod.main([]) == 2
+
+
+def test_ab_table_gives_each_runs_floors_against_the_first(capsys):
+    # The committed A/B of 2026-12-07 (results/probes/lru-flat64-h100-20261207/): the node's pinned copy got
+    # ~10% faster during it. The drift rows must say so, computed here from the raw files.
+    import importlib.util
+    import json
+    import math
+
+    spec = importlib.util.spec_from_file_location("ab_table", REPO / "scripts" / "ab_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    probe = REPO / "results" / "probes" / "lru-flat64-h100-20261207"
+    labels = ["head-a", "flat64-a", "head-b", "flat64-b"]
+    assert mod.main(["--labels", ",".join(labels), *(str(probe / f"{lab}.json") for lab in labels)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:] for line in out.split("node drift against head-a")[1].splitlines()[2:]}
+    assert list(rows) == labels[1:]
+
+    raw = {lab: json.loads((probe / f"{lab}.json").read_text()) for lab in labels}
+    ok = {lab: {c["case_id"]: c["floor"] for c in raw[lab]["cases"] if c["status"] == "ok"} for lab in labels}
+    for lab in labels[1:]:
+        pinned = raw["head-a"]["floors"]["pinned_h2d_gbps"] / raw[lab]["floors"]["pinned_h2d_gbps"]
+        logs = [math.log(ok[lab][cid]["gather_floor_us"] / ok["head-a"][cid]["gather_floor_us"])
+                for cid in ok["head-a"] if cid in ok[lab]]
+        assert float(rows[lab][0]) == pytest.approx(pinned, abs=6e-4)
+        assert float(rows[lab][1]) == pytest.approx(math.exp(sum(logs) / len(logs)), abs=6e-4)
+    assert float(rows["flat64-b"][0]) < 0.92  # the drift this A/B had
