@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hisparse import stats
 from hisparse.results import axes, metadata
 from hisparse.track.changes import Change, GeoMean, change_words
 from hisparse.track.compare import within
+from hisparse.track.policy import RegressionPolicy
 from hisparse.results.model import RunRecord, reread_share
 
 REFERENCE_NOTE = ("NOTE: backend 'reference': times are PyTorch-reference times on the CPU, not kernel "
@@ -205,19 +207,50 @@ def _without_impl(case_id: str) -> str:
     return case_id.partition("/")[2] or case_id
 
 
-def wins(ratios: Iterable[float | None]) -> tuple[int, int, int, int]:
-    """Of ours/sglang ratios (None: sglang's case not timed): (faster, slower, rated, without a ratio)."""
-    ratios = list(ratios)
-    rated = [r for r in ratios if r is not None]
-    return (sum(1 for r in rated if r < 1), sum(1 for r in rated if r > 1), len(rated), len(ratios) - len(rated))
+# A pair differs only where the two cases' samples say so: Mann-Whitney U, two-sided, at the regression
+# rule's alpha (hisparse/track/policy.py). Within one run; the spread between runs is compare's business.
+PAIR_ALPHA = RegressionPolicy().alpha
+EVEN_MARK = "~"
+EVEN_NOTE = (f"{EVEN_MARK} not distinguishable within this run: Mann-Whitney p >= {PAIR_ALPHA:g} on the two cases' "
+             "samples.")
 
 
-def faster_line(ratios: Iterable[float | None], what: str = "pairs") -> str:
-    """"ours faster in 3 of 5 pairs, slower in 2" (+ "; 1 without a ratio"): ratios are ours/sglang."""
-    faster, slower, rated, untimed = wins(ratios)
+@dataclass(frozen=True)
+class Pair:
+    """One of our cases against sglang's: ours/sglang medians (the stored link; None: sglang's case not
+    timed) and the two-sided Mann-Whitney p of their samples (None where there is no ratio)."""
+
+    ratio: float | None
+    p_value: float | None = None
+
+    @property
+    def differs(self) -> bool:
+        return self.ratio is not None and self.p_value is not None and self.p_value < PAIR_ALPHA
+
+
+def pair_of(run: RunRecord, case: Any) -> Pair:
+    link = case.counterpart_link
+    theirs = run.case(link.case_id)
+    if link.ratio is None or theirs is None or not theirs.ok or not case.samples_us or not theirs.samples_us:
+        return Pair(link.ratio)
+    return Pair(link.ratio, stats.mann_whitney_u(case.samples_us, theirs.samples_us).p_value)
+
+
+def wins(pairs: Iterable[Pair]) -> tuple[int, int, int, int]:
+    """Of pairs: (faster, slower, rated, without a ratio). Faster and slower count only the pairs whose
+    samples differ (``Pair.differs``); the rest of the rated ones are not distinguishable."""
+    pairs = list(pairs)
+    rated = [p for p in pairs if p.ratio is not None]
+    return (sum(1 for p in rated if p.differs and p.ratio < 1), sum(1 for p in rated if p.differs and p.ratio > 1),
+            len(rated), len(pairs) - len(rated))
+
+
+def faster_line(pairs: Iterable[Pair], what: str = "pairs") -> str:
+    """"ours faster in 3 of 5 pairs, slower in 1, not distinguishable in 1" (+ "; 1 without a ratio")."""
+    faster, slower, rated, untimed = wins(pairs)
     line = f"ours faster in {faster} of {rated} {what}, slower in {slower}"
     if rated - faster - slower:
-        line += f", equal in {rated - faster - slower}"
+        line += f", not distinguishable in {rated - faster - slower} (p >= {PAIR_ALPHA:g})"
     if untimed:
         line += f"; {untimed} without a ratio (sglang's case not timed)"
     return line
@@ -225,8 +258,9 @@ def faster_line(ratios: Iterable[float | None], what: str = "pairs") -> str:
 
 def vs_sglang_table(run: RunRecord) -> str:
     """Our cases next to sglang's doing the same work (the engine's stored ``counterpart_link``):
-    both medians and ours/sglang; "" when the run has no such pair."""
-    rows, crossed = [], 0
+    both medians and ours/sglang, marked where the samples do not tell the two apart; "" when the run has
+    no such pair."""
+    rows, crossed, even = [], 0, 0
     for c in run.cases:
         link = c.counterpart_link
         if link is None:
@@ -234,35 +268,38 @@ def vs_sglang_table(run: RunRecord) -> str:
         theirs = run.case(link.case_id)
         cross = link.ratio is not None and cross_session(run, c.case_id, link.case_id)
         crossed += cross
+        tie = link.ratio is not None and not pair_of(run, c).differs
+        even += tie
         rows.append([str(c.params.get("implementation") or c.case_id.split("/")[0]), _without_impl(c.case_id),
                      us(c.median_us), us(theirs.median_us if theirs is not None and theirs.ok else None),
-                     num(link.ratio, ".3f") + ("+" if cross else "")])
+                     num(link.ratio, ".3f") + (EVEN_MARK if tie else "") + ("+" if cross else "")])
     if not rows:
         return ""
+    notes = ([EVEN_NOTE] if even else []) + ([f"{CROSS_NOTE} ({crossed} pair(s))"] if crossed else [])
     return ("ours vs sglang (median time per call; ours/sglang < 1: ours faster):\n"
             + table(["ours", "case", "ours us", "sglang us", "ours/sglang"], rows, "llrrr")
-            + "\n" + "\n".join(vs_sglang_counts(run)) + (f"\n{CROSS_NOTE} ({crossed} pair(s))" if crossed else ""))
+            + "\n" + "\n".join(vs_sglang_counts(run) + notes))
 
 
-def vs_sglang_ratios(run: RunRecord) -> dict[str, list[float | None]]:
-    """Ours/sglang of each of the run's pairs by regime ("decode", "warm"; None: sglang's case not timed).
-    A kernel can win every decode pair and lose warm ones, and the decode regime is the one a deployment
-    runs in (README, "Two regimes"), so the counts are given per regime too."""
-    out: dict[str, list[float | None]] = {}
+def vs_sglang_pairs(run: RunRecord) -> dict[str, list[Pair]]:
+    """The run's pairs by regime ("decode", "warm"). A kernel can win every decode pair and lose warm
+    ones, and the decode regime is the one a deployment runs in (README, "Two regimes"), so the counts
+    are given per regime too."""
+    out: dict[str, list[Pair]] = {}
     for c in run.cases:
         if c.counterpart_link is not None:
-            out.setdefault("warm" if axes.layers(c.params) == 1 else "decode", []).append(c.counterpart_link.ratio)
+            out.setdefault("warm" if axes.layers(c.params) == 1 else "decode", []).append(pair_of(run, c))
     return dict(sorted(out.items()))  # decode first
 
 
 def vs_sglang_counts(run: RunRecord) -> list[str]:
     """One line for all the pairs, then one per regime where the pairs span both; [] without a pair."""
-    by_regime = vs_sglang_ratios(run)
+    by_regime = vs_sglang_pairs(run)
     if not by_regime:
         return []
-    lines = [faster_line([r for ratios in by_regime.values() for r in ratios])]
+    lines = [faster_line([p for pairs in by_regime.values() for p in pairs])]
     if len(by_regime) > 1:
-        lines += [f"  {name}: {faster_line(ratios)}" for name, ratios in by_regime.items()]
+        lines += [f"  {name}: {faster_line(pairs)}" for name, pairs in by_regime.items()]
     return lines
 
 

@@ -89,6 +89,28 @@ def test_run_summary_counts_the_pairs_of_each_regime_when_there_are_both():
     assert "ours faster in 1 of 2 pairs, slower in 1" in one_regime and "  warm:" not in one_regime
 
 
+def test_a_pair_whose_samples_overlap_is_neither_faster_nor_slower():
+    from dataclasses import replace  # noqa: PLC0415
+
+    from hisparse.results.model import CounterpartLink  # noqa: PLC0415
+
+    # ours 1.003x sglang's by median, but the samples interleave: U = 55 of 100, far from the two-sided
+    # critical value of 16 at alpha 0.01 for 10 against 10 samples (published Mann-Whitney tables)
+    ours = [1020.0, 1022.0, 1024.0, 1025.0, 1026.0, 1027.0, 1028.0, 1029.0, 1030.0, 1031.0]
+    theirs = [1019.0, 1021.0, 1023.0, 1024.5, 1025.5, 1026.5, 1027.5, 1028.5, 1029.5, 1030.5]
+    assert sum(a > b for a in ours for b in theirs) == 55
+    rest = "serving/b64/s4/k2048/h4096/i576/pdl0/layers=5"
+    mine = replace(_case(f"lru_sequential/{rest}", ours), params={"implementation": "lru_sequential"},
+                   counterpart_link=CounterpartLink(f"sglang_lru_sequential/{rest}", 1.003))
+    other = replace(_case(f"sglang_lru_sequential/{rest}", theirs), params={"implementation": "sglang_lru_sequential"})
+    clear = _pair("multi_step", "serving/b1/s4/k2048/h4096/i576/pdl1", 20.0, 25.0, 0.8)
+    lines = text.run_summary(_run("r", [mine, other, *clear])).splitlines()
+    assert any(line.endswith("|      1.003~ |") for line in lines)
+    assert "ours faster in 1 of 2 pairs, slower in 0, not distinguishable in 1 (p >= 0.01)" in lines
+    assert "~ not distinguishable within this run: Mann-Whitney p >= 0.01 on the two cases' samples." in lines
+    assert "~" not in next(line for line in lines if "| multi_step " in line)
+
+
 def test_run_summary_without_sglang_has_no_vs_table():
     out = text.run_summary(_run("r", [_case("multi_step/x", [10.0] * 10)]))
     assert "ours vs sglang" not in out
