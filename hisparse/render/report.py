@@ -17,10 +17,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from hisparse.render.text import (PAIR_ALPHA, host_text, num, resume_text, run_header, run_table, table,
-                                  vs_sglang_pairs, wins)
+from hisparse.render.text import host_text, num, resume_text, run_header, run_table, table, vs_sglang_pairs, wins
 from hisparse.results import axes as case_axes
 from hisparse.results.model import CaseResult, RunRecord
+from hisparse.track.compare import PAIR_ALPHA
 
 BEGIN = "<!-- report:begin -->"
 END = "<!-- report:end -->"

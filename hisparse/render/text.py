@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from hisparse import stats
 from hisparse.results import axes, metadata
 from hisparse.track.changes import Change, GeoMean, change_words
-from hisparse.track.compare import within
-from hisparse.track.policy import RegressionPolicy
+from hisparse.track.compare import PAIR_ALPHA, Pair, pair_of, within
 from hisparse.results.model import RunRecord, reread_share
 
 REFERENCE_NOTE = ("NOTE: backend 'reference': times are PyTorch-reference times on the CPU, not kernel "
@@ -207,33 +205,9 @@ def _without_impl(case_id: str) -> str:
     return case_id.partition("/")[2] or case_id
 
 
-# A pair differs only where the two cases' samples say so: Mann-Whitney U, two-sided, at the regression
-# rule's alpha (hisparse/track/policy.py). Within one run; the spread between runs is compare's business.
-PAIR_ALPHA = RegressionPolicy().alpha
 EVEN_MARK = "~"
 EVEN_NOTE = (f"{EVEN_MARK} not distinguishable within this run: Mann-Whitney p >= {PAIR_ALPHA:g} on the two cases' "
              "samples.")
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One of our cases against sglang's: ours/sglang medians (the stored link; None: sglang's case not
-    timed) and the two-sided Mann-Whitney p of their samples (None where there is no ratio)."""
-
-    ratio: float | None
-    p_value: float | None = None
-
-    @property
-    def differs(self) -> bool:
-        return self.ratio is not None and self.p_value is not None and self.p_value < PAIR_ALPHA
-
-
-def pair_of(run: RunRecord, case: Any) -> Pair:
-    link = case.counterpart_link
-    theirs = run.case(link.case_id)
-    if link.ratio is None or theirs is None or not theirs.ok or not case.samples_us or not theirs.samples_us:
-        return Pair(link.ratio)
-    return Pair(link.ratio, stats.mann_whitney_u(case.samples_us, theirs.samples_us).p_value)
 
 
 def wins(pairs: Iterable[Pair]) -> tuple[int, int, int, int]:
@@ -327,19 +301,25 @@ def compare_table(verdicts: Sequence[Any], *, threshold: float, alpha: float, pa
 
 def compare_pairs_table(pairs: Sequence[Any]) -> str:
     """One row per pair with a ratio on either side (kept small: pairs sglang timed in neither run
-    are only counted), then how often ours was faster in A and in B."""
+    are only counted), marked where that side's samples do not tell the kernels apart, then how often
+    ours was faster in A and in B."""
     shown = [p for p in pairs if p.ratio_a is not None or p.ratio_b is not None]
-    rows = [[p.case_id, num(p.ratio_a, ".3f"), num(p.ratio_b, ".3f")] for p in shown]
+
+    def cell(pair: Pair) -> str:
+        return num(pair.ratio, ".3f") + (EVEN_MARK if pair.ratio is not None and not pair.differs else "")
+
+    rows = [[p.case_id, cell(p.pair_a), cell(p.pair_b)] for p in shown]
     untimed = len(pairs) - len(shown)
+    even = any(EVEN_MARK in c for r in rows for c in r[1:])
 
-    def faster(ratios: list) -> str:
-        rated = [r for r in ratios if r is not None]
-        return f"{sum(1 for r in rated if r < 1)} of {len(rated)}"
+    def faster(side: list[Pair]) -> str:
+        won, _, rated, _ = wins(side)
+        return f"{won} of {rated}"
 
-    foot = (f"ours faster in A: {faster([p.ratio_a for p in shown])} pairs, in B: {faster([p.ratio_b for p in shown])}"
+    foot = (f"ours faster in A: {faster([p.pair_a for p in shown])} pairs, in B: {faster([p.pair_b for p in shown])}"
             + (f"; {untimed} pair(s) sglang timed in neither run" if untimed else ""))
     return ("ours vs sglang (ours/sglang median, < 1: ours faster):\n"
-            + (table(["ours", "A", "B"], rows) + "\n" if rows else "") + foot)
+            + (table(["ours", "A", "B"], rows) + "\n" if rows else "") + foot + ("\n" + EVEN_NOTE if even else ""))
 
 
 def _verdict_table(verdicts: Sequence[Any], *, threshold: float, alpha: float) -> str:

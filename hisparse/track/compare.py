@@ -114,26 +114,65 @@ def compare(
     return verdicts
 
 
+# Ours against sglang's within one run: the pair differs only where the two cases' samples say so
+# (Mann-Whitney U, two-sided, at the regression rule's alpha). The spread between runs is compare's.
+PAIR_ALPHA = DEFAULT_POLICY.alpha
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One of our cases against sglang's: ours/sglang medians (the stored link; None: sglang's case not
+    timed) and the two-sided Mann-Whitney p of their samples (None where there is no ratio)."""
+
+    ratio: float | None
+    p_value: float | None = None
+
+    @property
+    def differs(self) -> bool:
+        return self.ratio is not None and self.p_value is not None and self.p_value < PAIR_ALPHA
+
+
+def pair_of(run: RunRecord, case) -> Pair:
+    """Our ``case``'s pair in ``run`` (it must carry a ``counterpart_link``)."""
+    link = case.counterpart_link
+    theirs = run.case(link.case_id)
+    if link.ratio is None or theirs is None or not theirs.ok or not case.samples_us or not theirs.samples_us:
+        return Pair(link.ratio)
+    return Pair(link.ratio, stats.mann_whitney_u(case.samples_us, theirs.samples_us).p_value)
+
+
 @dataclass(frozen=True)
 class PairRatio:
     """One case of ours that both runs linked to sglang's counterpart (``CaseResult.counterpart_link``):
-    ours/sglang median in A and in B (None where that side's sglang case was not timed)."""
+    ours/sglang median in A and in B (None where that side's sglang case was not timed), and each side's
+    Mann-Whitney p of the two cases' samples (``pair_of``)."""
 
     case_id: str
     counterpart: str
     ratio_a: float | None
     ratio_b: float | None
+    p_a: float | None = None
+    p_b: float | None = None
+
+    @property
+    def pair_a(self) -> Pair:
+        return Pair(self.ratio_a, self.p_a)
+
+    @property
+    def pair_b(self) -> Pair:
+        return Pair(self.ratio_b, self.p_b)
 
 
 def counterpart_ratios(run_a: RunRecord, run_b: RunRecord) -> list[PairRatio]:
-    """The stored ours/sglang ratio of A and of B for every case of ours both runs linked to the same
-    sglang case, in run A's order; empty when either run has no pair."""
+    """The stored ours/sglang ratio of A and of B, with each side's p, for every case of ours both runs
+    linked to the same sglang case, in run A's order; empty when either run has no pair."""
     out = []
     for ca in run_a.cases:
         cb = run_b.case(ca.case_id)
         la, lb = ca.counterpart_link, cb.counterpart_link if cb is not None else None
         if la is not None and lb is not None and la.case_id == lb.case_id:
-            out.append(PairRatio(ca.case_id, la.case_id, la.ratio, lb.ratio))
+            out.append(PairRatio(ca.case_id, la.case_id, la.ratio, lb.ratio,
+                                 pair_of(run_a, ca).p_value, pair_of(run_b, cb).p_value))
     return out
 
 

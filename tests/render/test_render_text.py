@@ -120,16 +120,17 @@ def test_compare_table_shows_the_ratio_in_a_and_b_per_pair():
     from hisparse.track.compare import PairRatio  # noqa: PLC0415
 
     a = _run("A", [_case("x", [100.0] * 10)])
-    pairs = [PairRatio("multi_step/b1", "sglang_multi_step/b1", 0.9, 1.1),
-             PairRatio("multi_step/b64", "sglang_multi_step/b64", 0.95, 0.97),
+    pairs = [PairRatio("multi_step/b1", "sglang_multi_step/b1", 0.9, 1.1, 1e-4, 1e-4),
+             PairRatio("multi_step/b64", "sglang_multi_step/b64", 0.95, 0.97, 1e-4, 0.2),  # B: samples overlap
              PairRatio("lru_sequential/b1", "sglang_lru_sequential/b1", None, None)]
     out = text.compare_table(compare(a, a), threshold=0.02, alpha=0.01, pairs=pairs)
     tail = out.split("ours vs sglang (ours/sglang median, < 1: ours faster):\n")[1].splitlines()
-    assert tail == ["| ours           |     A |     B |",
-                    "|----------------|------:|------:|",
-                    "| multi_step/b1  | 0.900 | 1.100 |",
-                    "| multi_step/b64 | 0.950 | 0.970 |",
-                    "ours faster in A: 2 of 2 pairs, in B: 1 of 2; 1 pair(s) sglang timed in neither run"]
+    assert tail == ["| ours           |     A |      B |",
+                    "|----------------|------:|-------:|",
+                    "| multi_step/b1  | 0.900 |  1.100 |",
+                    "| multi_step/b64 | 0.950 | 0.970~ |",
+                    "ours faster in A: 2 of 2 pairs, in B: 0 of 2; 1 pair(s) sglang timed in neither run",
+                    "~ not distinguishable within this run: Mann-Whitney p >= 0.01 on the two cases' samples."]
     assert "ours vs sglang" not in text.compare_table(compare(a, a), threshold=0.02, alpha=0.01)
 
 

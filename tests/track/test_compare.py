@@ -235,7 +235,12 @@ def test_counterpart_ratios_pair_the_stored_links_of_both_runs():
                    _linked(_case("ms/b64", [10.0] * 10), "sg/b64", 1.3), _case("sg/b1", [11.0] * 10)])
     b = _run("B", [_linked(_case("ms/b1", [10.0] * 10), "sg/b1", 0.8), _linked(_case("ms/b8", [10.0] * 10), "sg/b8", None),
                    _case("ms/b64", [10.0] * 10)])  # B has no sglang counterpart for b64: not a pair
-    assert counterpart_ratios(a, b) == [PairRatio("ms/b1", "sg/b1", 0.9, 0.8), PairRatio("ms/b8", "sg/b8", 1.1, None)]
+    # A's b1 pair: all 10 of ours below all 10 of sglang's, so the samples differ (p far below 0.01); no p
+    # where a side's sglang case is missing
+    (b1, b8) = counterpart_ratios(a, b)
+    assert (b1.case_id, b1.counterpart, b1.ratio_a, b1.ratio_b, b1.p_b) == ("ms/b1", "sg/b1", 0.9, 0.8, None)
+    assert b1.p_a < 1e-3 and b1.pair_a.differs and not b1.pair_b.differs
+    assert b8 == PairRatio("ms/b8", "sg/b8", 1.1, None, None, None)
     assert counterpart_ratios(a, _run("C", [_case("ms/b1", [10.0] * 10)])) == []
 
 
