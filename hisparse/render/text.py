@@ -210,6 +210,12 @@ EVEN_NOTE = (f"{EVEN_MARK} not distinguishable within this run: Mann-Whitney p >
              "samples.")
 
 
+def marked(value: str, marks: str, width: int) -> str:
+    """``value`` with its marks, padded on the right to ``width`` marks, so that a right-aligned column
+    keeps its decimal points in line whether or not a row is marked."""
+    return value + marks + " " * (width - len(marks))
+
+
 def wins(pairs: Iterable[Pair]) -> tuple[int, int, int, int]:
     """Of pairs: (faster, slower, rated, without a ratio). Faster and slower count only the pairs whose
     samples differ (``Pair.differs``); the rest of the rated ones are not distinguishable."""
@@ -246,9 +252,11 @@ def vs_sglang_table(run: RunRecord) -> str:
         even += tie
         rows.append([str(c.params.get("implementation") or c.case_id.split("/")[0]), _without_impl(c.case_id),
                      us(c.median_us), us(theirs.median_us if theirs is not None and theirs.ok else None),
-                     num(link.ratio, ".3f") + (EVEN_MARK if tie else "") + ("+" if cross else "")])
+                     (num(link.ratio, ".3f"), (EVEN_MARK if tie else "") + ("+" if cross else ""))])
     if not rows:
         return ""
+    width = max(len(r[4][1]) for r in rows)
+    rows = [r[:4] + [marked(*r[4], width)] for r in rows]
     notes = ([EVEN_NOTE] if even else []) + ([f"{CROSS_NOTE} ({crossed} pair(s))"] if crossed else [])
     return ("ours vs sglang (median time per call; ours/sglang < 1: ours faster):\n"
             + table(["ours", "case", "ours us", "sglang us", "ours/sglang"], rows, "llrrr")
@@ -305,12 +313,13 @@ def compare_pairs_table(pairs: Sequence[Any]) -> str:
     ours was faster in A and in B."""
     shown = [p for p in pairs if p.ratio_a is not None or p.ratio_b is not None]
 
-    def cell(pair: Pair) -> str:
-        return num(pair.ratio, ".3f") + (EVEN_MARK if pair.ratio is not None and not pair.differs else "")
+    def tie(pair: Pair) -> bool:
+        return pair.ratio is not None and not pair.differs
 
-    rows = [[p.case_id, cell(p.pair_a), cell(p.pair_b)] for p in shown]
+    even = any(tie(p.pair_a) or tie(p.pair_b) for p in shown)
+    rows = [[p.case_id, *(marked(num(q.ratio, ".3f"), EVEN_MARK if tie(q) else "", int(even)) for q in (p.pair_a, p.pair_b))]
+            for p in shown]
     untimed = len(pairs) - len(shown)
-    even = any(EVEN_MARK in c for r in rows for c in r[1:])
 
     def faster(side: list[Pair]) -> str:
         won, _, rated, _ = wins(side)
