@@ -240,6 +240,7 @@ def vs_sglang_table(run: RunRecord) -> str:
     """Our cases next to sglang's doing the same work (the engine's stored ``counterpart_link``):
     both medians and ours/sglang, marked where the samples do not tell the two apart; "" when the run has
     no such pair."""
+    pairs = linked_pairs(run)  # each pair's test once, for the marks and the counts
     rows, crossed, even = [], 0, 0
     for c in run.cases:
         link = c.counterpart_link
@@ -248,7 +249,7 @@ def vs_sglang_table(run: RunRecord) -> str:
         theirs = run.case(link.case_id)
         cross = link.ratio is not None and cross_session(run, c.case_id, link.case_id)
         crossed += cross
-        tie = link.ratio is not None and not pair_of(run, c).differs
+        tie = pairs[c.case_id].tie
         even += tie
         rows.append([str(c.params.get("implementation") or c.case_id.split("/")[0]), _without_impl(c.case_id),
                      us(c.median_us), us(theirs.median_us if theirs is not None and theirs.ok else None),
@@ -260,28 +261,34 @@ def vs_sglang_table(run: RunRecord) -> str:
     notes = ([EVEN_NOTE] if even else []) + ([f"{CROSS_NOTE} ({crossed} pair(s))"] if crossed else [])
     return ("ours vs sglang (median time per call; ours/sglang < 1: ours faster):\n"
             + table(["ours", "case", "ours us", "sglang us", "ours/sglang"], rows, "llrrr")
-            + "\n" + "\n".join(vs_sglang_counts(run) + notes))
+            + "\n" + "\n".join(vs_sglang_counts(run, pairs) + notes))
 
 
-def vs_sglang_pairs(run: RunRecord) -> dict[str, list[Pair]]:
-    """The run's pairs by regime ("decode", "warm"). A kernel can win every decode pair and lose warm
-    ones, and the decode regime is the one a deployment runs in (README, "Two regimes"), so the counts
-    are given per regime too."""
+def linked_pairs(run: RunRecord) -> dict[str, Pair]:
+    """Each of our cases that the engine linked to sglang's (``counterpart_link``): case id -> its pair."""
+    return {c.case_id: pair_of(run, c) for c in run.cases if c.counterpart_link is not None}
+
+
+def vs_sglang_pairs(run: RunRecord, pairs: dict[str, Pair] | None = None) -> dict[str, list[Pair]]:
+    """The run's pairs (``linked_pairs``, computed unless given) by regime ("decode", "warm"). A kernel
+    can win every decode pair and lose warm ones, and the decode regime is the one a deployment runs in
+    (README, "Two regimes"), so the counts are given per regime too."""
+    pairs = linked_pairs(run) if pairs is None else pairs
     out: dict[str, list[Pair]] = {}
     for c in run.cases:
-        if c.counterpart_link is not None:
-            out.setdefault("warm" if axes.layers(c.params) == 1 else "decode", []).append(pair_of(run, c))
+        if c.case_id in pairs:
+            out.setdefault("warm" if axes.layers(c.params) == 1 else "decode", []).append(pairs[c.case_id])
     return dict(sorted(out.items()))  # decode first
 
 
-def vs_sglang_counts(run: RunRecord) -> list[str]:
+def vs_sglang_counts(run: RunRecord, pairs: dict[str, Pair] | None = None) -> list[str]:
     """One line for all the pairs, then one per regime where the pairs span both; [] without a pair."""
-    by_regime = vs_sglang_pairs(run)
+    by_regime = vs_sglang_pairs(run, pairs)
     if not by_regime:
         return []
-    lines = [faster_line([p for pairs in by_regime.values() for p in pairs])]
+    lines = [faster_line([p for group in by_regime.values() for p in group])]
     if len(by_regime) > 1:
-        lines += [f"  {name}: {faster_line(pairs)}" for name, pairs in by_regime.items()]
+        lines += [f"  {name}: {faster_line(group)}" for name, group in by_regime.items()]
     return lines
 
 
@@ -312,12 +319,8 @@ def compare_pairs_table(pairs: Sequence[Any]) -> str:
     are only counted), marked where that side's samples do not tell the kernels apart, then how often
     ours was faster in A and in B."""
     shown = [p for p in pairs if p.ratio_a is not None or p.ratio_b is not None]
-
-    def tie(pair: Pair) -> bool:
-        return pair.ratio is not None and not pair.differs
-
-    even = any(tie(p.pair_a) or tie(p.pair_b) for p in shown)
-    rows = [[p.case_id, *(marked(num(q.ratio, ".3f"), EVEN_MARK if tie(q) else "", int(even)) for q in (p.pair_a, p.pair_b))]
+    even = any(p.pair_a.tie or p.pair_b.tie for p in shown)
+    rows = [[p.case_id, *(marked(num(q.ratio, ".3f"), EVEN_MARK if q.tie else "", int(even)) for q in (p.pair_a, p.pair_b))]
             for p in shown]
     untimed = len(pairs) - len(shown)
 

@@ -131,6 +131,11 @@ class Pair:
     def differs(self) -> bool:
         return self.ratio is not None and self.p_value is not None and self.p_value < PAIR_ALPHA
 
+    @property
+    def tie(self) -> bool:
+        """Rated, but the samples do not tell the two kernels apart."""
+        return self.ratio is not None and not self.differs
+
 
 def pair_of(run: RunRecord, case) -> Pair:
     """Our ``case``'s pair in ``run`` (it must carry a ``counterpart_link``)."""
