@@ -30,9 +30,10 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.files import write_atomic
 from hisparse.render.plots import impl_style
-from hisparse.render.text import host_text, modes_text
+from hisparse.render.text import EVEN_MARK, host_text, modes_text
 from hisparse.results import axes as case_axes
 from hisparse.track.changes import change_words
+from hisparse.track.compare import PAIR_ALPHA
 from hisparse.results.model import reread_share
 from hisparse.track.history import CommitPoint, RunFile
 from hisparse.track.series import Pair, sglang_pairs
@@ -559,22 +560,29 @@ def _changes_html(changes: Sequence[tuple]) -> str:
 
 def _sglang_page(pairs: Sequence[Pair]) -> str:
     """Every pair of ours and sglang's series: the latest ours/sglang, its trend over commits (one
-    shared scale: 0 to 1.5, the dashed line at 1 = as fast as sglang), and how many commits had both."""
+    shared scale: 0 to 1.5, the dashed line at 1 = as fast as sglang), and how many commits had both.
+    A pair counts as faster or slower only where its latest samples differ (``Pair.latest``); the
+    others are marked and counted as not distinguishable."""
     rows = []
     for pr in pairs:
         values = [r for _, r in pr.ratios]
-        latest = values[-1] if values else None
-        cls = "" if latest is None else (' class="good"' if latest < 1 else ' class="bad"')
+        latest = pr.latest
+        cls = "" if latest is None or latest.tie else (' class="good"' if latest.ratio < 1 else ' class="bad"')
+        cell = "-" if latest is None else (f'<span{cls} data-v="{latest.ratio:.6f}">{latest.ratio:.3f}'
+                                           f'{" " + EVEN_MARK if latest.tie else ""}</span>')
         rows.append([_link(_bench_href(pr.ours), pr.ours.series.case_id), E(pr.ours.series.timing or "-"),
-                     _link(_bench_href(pr.theirs), pr.theirs.series.case_id.split("/")[0]),
-                     "-" if latest is None else f'<span{cls} data-v="{latest:.6f}">{latest:.3f}</span>',
+                     _link(_bench_href(pr.theirs), pr.theirs.series.case_id.split("/")[0]), cell,
                      str(len(values)), _ratio_spark(values)])
-    faster = sum(1 for pr in pairs if pr.ratios and pr.ratios[-1][1] < 1)
-    rated = sum(1 for pr in pairs if pr.ratios)
+    rated = [pr.latest for pr in pairs if pr.latest is not None]
+    faster = sum(1 for q in rated if q.differs and q.ratio < 1)
+    slower = sum(1 for q in rated if q.differs and q.ratio > 1)
+    ties = sum(1 for q in rated if q.tie)
     return _page("Ours vs sglang", (
-        f'<p class="muted">{len(pairs)} pair(s); at the latest commit with both, ours faster in {faster} of {rated}. '
-        "ours/sglang = median time ours / median time sglang's (below 1: ours faster), per commit where both "
-        "timed the case with the same timing settings. Click a column to sort.</p>"
+        f'<p class="muted">{len(pairs)} pair(s); at the latest commit with both, ours faster in {faster} of '
+        f"{len(rated)}, slower in {slower}, not distinguishable in {ties} ({EVEN_MARK}: Mann-Whitney p >= "
+        f"{PAIR_ALPHA:g} on the two cases' samples, pooled over the commit's runs). ours/sglang = median time "
+        "ours / median time sglang's (below 1: ours faster), per commit where both timed the case with the "
+        "same timing settings. Click a column to sort.</p>"
         '<input placeholder="filter" oninput="filterRows(this.value)">'
         + _table(["<ours", "<timing", "<sglang's", "latest ours/sglang", "commits", "trend"], rows,
                  body_class="filter", empty="no pair of ours and sglang's in these runs", css_class="sortable")))

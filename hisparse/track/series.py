@@ -14,6 +14,7 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.track import changepoint
 from hisparse.track.changepoint import ChangePoint
+from hisparse.track.compare import Pair as SamplesPair
 from hisparse.track.compare import floor_moved
 from hisparse.track.history import RunFile, Series, build_series, order_commits, scan_runs, timing_key
 
@@ -105,11 +106,14 @@ def load_history(results_dir: str | os.PathLike, *, repo: str | os.PathLike | No
 class Pair:
     """Our series and sglang's doing the same work (same machine, backend, timing; sglang's case id is
     ours with the implementation prefixed "sglang_", the implementation table's naming), with
-    ours/sglang per commit where both timed it."""
+    ours/sglang per commit where both timed it, and at the latest such commit the pair's verdict: that
+    ratio and the Mann-Whitney p of the two points' samples (each pooled over the commit's runs), so a
+    page counts the pair faster or slower only where the samples differ, as the run summary does."""
 
     ours: TrackedSeries
     theirs: TrackedSeries
     ratios: list[tuple[str, float]]  # (commit, median ours / median sglang), oldest first
+    latest: SamplesPair | None = None  # None: no commit where both timed it
 
 
 def sglang_pairs(tracked: list[TrackedSeries]) -> list[Pair]:
@@ -120,8 +124,17 @@ def sglang_pairs(tracked: list[TrackedSeries]) -> list[Pair]:
         theirs = by_key.get((s.machine, s.backend, s.timing, "sglang_" + s.case_id))
         if theirs is None or s.case_id.startswith("sglang_"):
             continue
-        mine = {p.commit: stats.median(p.samples_us) for p in s.points if p.ok}
-        ratios = [(p.commit, mine[p.commit] / m) for p in theirs.series.points if p.ok and p.commit in mine
-                  for m in [stats.median(p.samples_us)] if m]
-        out.append(Pair(t, theirs, ratios))
+        mine = {p.commit: p for p in s.points if p.ok}
+        ratios = [(p.commit, stats.median(mine[p.commit].samples_us) / m) for p in theirs.series.points
+                  if p.ok and p.commit in mine for m in [stats.median(p.samples_us)] if m]
+        out.append(Pair(t, theirs, ratios, _latest_pair(mine, theirs.series.points, ratios)))
     return out
+
+
+def _latest_pair(mine: dict, their_points: list, ratios: list[tuple[str, float]]) -> SamplesPair | None:
+    if not ratios:
+        return None
+    commit, ratio = ratios[-1]
+    a = mine[commit].samples_us
+    b = next(p.samples_us for p in reversed(their_points) if p.ok and p.commit == commit)
+    return SamplesPair(ratio, stats.mann_whitney_u(a, b).p_value if a and b else None)

@@ -497,11 +497,12 @@ def test_sglang_page_lists_every_pair_with_its_latest_ratio_and_trend(tmp_path):
 
     for i, ours in enumerate((80.0, 90.0)):
         run = make_run(fake_commit(i), T0 + timedelta(days=i), {"multi_step": ours, "lru_sequential": 300.0}, seed=i)
-        for c in [c for c in run["cases"] if c["params"]["implementation"] == "multi_step"][:1]:
-            theirs = copy.deepcopy(c)  # sglang's case: the same work at 100 us
+        for impl, scale in (("multi_step", 100.0 / ours), ("lru_sequential", 1.0)):
+            c = next(c for c in run["cases"] if c["params"]["implementation"] == impl)
+            theirs = copy.deepcopy(c)  # sglang's case: the same work at 100 us, or with our very samples
             theirs["case_id"] = "sglang_" + c["case_id"]
-            theirs["params"]["implementation"] = "sglang_multi_step"
-            theirs["samples_us"] = [x * 100.0 / ours for x in c["samples_us"]]
+            theirs["params"]["implementation"] = "sglang_" + impl
+            theirs["samples_us"] = [x * scale for x in c["samples_us"]]
             theirs.pop("stats", None)
             run["cases"].append(theirs)
         write_run(results, run)
@@ -511,8 +512,11 @@ def test_sglang_page_lists_every_pair_with_its_latest_ratio_and_trend(tmp_path):
     rows = [r for r in Page(page).rows if r and r[0].startswith("multi_step/")]
     assert len(rows) == 1 and rows[0][2] == "sglang_multi_step"
     assert float(rows[0][3]) == pytest.approx(0.9, rel=0.02) and rows[0][4] == "2"
-    assert "ours faster in 1 of 1" in page
-    assert len(re.findall(r'<circle class="pt"', page)) == 2
+    # the lru pair's samples are the same: ratio 1, Mann-Whitney p 1, neither faster nor slower
+    lru = next(r for r in Page(page).rows if r and r[0].startswith("lru_sequential/"))
+    assert lru[3] == "1.000 ~"
+    assert "ours faster in 1 of 2, slower in 0, not distinguishable in 1" in page
+    assert len(re.findall(r'<circle class="pt"', page)) == 4
 
 
 def test_index_names_the_layer_regime_of_each_benchmark(tmp_path):
