@@ -19,7 +19,8 @@ namespace hisparse {
 template <int kBlockSize>
 void copy_planned_entry(tvm::ffi::TensorView miss_src, tvm::ffi::TensorView miss_dst, tvm::ffi::TensorView miss_count,
                         tvm::ffi::TensorView num_real_reqs, tvm::ffi::TensorView host_cache,
-                        tvm::ffi::TensorView device_buffer, int64_t item_size_bytes, int64_t num_blocks) {
+                        tvm::ffi::TensorView device_buffer, int64_t item_size_bytes, int64_t num_blocks,
+                        int64_t tiles_per_request) {
   using namespace hisparse::host;
   TVM_FFI_ICHECK(miss_count.ndim() == 1 && is_i32(miss_count) && miss_count.is_contiguous() && on_cuda(miss_count))
       << "miss_count: contiguous int32 [batch] on the device";
@@ -33,6 +34,8 @@ void copy_planned_entry(tvm::ffi::TensorView miss_src, tvm::ffi::TensorView miss
   check_num_real_reqs(num_real_reqs);
   check_kv_buffers(host_cache, device_buffer, item_size_bytes);
   TVM_FFI_ICHECK(num_blocks >= 1 && num_blocks <= 65535) << "num_blocks: must be in [1, 65535], got " << num_blocks;
+  TVM_FFI_ICHECK(tiles_per_request >= 0 && tiles_per_request <= 65535)
+      << "tiles_per_request: must be in [0, 65535], got " << tiles_per_request;
 
   PlannedCopyParams p{};
   p.miss_src = ptr<const int64_t>(miss_src);
@@ -45,6 +48,7 @@ void copy_planned_entry(tvm::ffi::TensorView miss_src, tvm::ffi::TensorView miss
   p.width = miss_src.size(1) < miss_dst.size(1) ? miss_src.size(1) : miss_dst.size(1);
   p.host_rows = nbytes(host_cache) / item_size_bytes;
   p.device_rows = nbytes(device_buffer) / item_size_bytes;
+  p.tiles = tiles_per_request;
   p.batch = static_cast<int32_t>(batch);
   p.item_size_bytes = static_cast<uint32_t>(item_size_bytes);
 

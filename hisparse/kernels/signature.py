@@ -272,6 +272,9 @@ COPY_PLANNED = OpArgs("copy_planned", "copy_planned", "hisparse::copy_planned_en
     _ITEM,
     Arg("num_blocks", INT, "grid size (small on purpose: the copy shares the GPU with attention)",
         default=8, gpu_only=True),
+    Arg("tiles_per_request", INT, "0 = the plan's rows round-robin over every warp of the grid; t >= 1 = "
+        "request-major: each request's rows over t tasks, the grid taking the tasks in request order",
+        default=0, gpu_only=True),
     Arg("block_size", INT, "threads per CTA (template argument)", default=1024, gpu_only=True, cpp=False),
     _DEBUG,
 ))

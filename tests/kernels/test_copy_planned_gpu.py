@@ -44,13 +44,14 @@ class Plan:
     num_real: int
     max_count: int  # counts drawn in [0, max_count]
     num_blocks: int = 8
+    tiles: int = 0  # tiles_per_request: 0 = round-robin over the warps, >= 1 = request-major tasks
     block_size: int = 1024
     host_offset: int = 0  # misaligned host rows when not a multiple of 16
     wide_stride: bool = False  # plan tables as views with row stride > width
 
     def label(self) -> str:
         return (f"{self.seed}-b{self.batch}-w{self.width}-item{self.item}-real{self.num_real}-max{self.max_count}"
-                f"-grid{self.num_blocks}x{self.block_size}-off{self.host_offset}{'-wide' if self.wide_stride else ''}")
+                f"-grid{self.num_blocks}x{self.block_size}-t{self.tiles}-off{self.host_offset}{'-wide' if self.wide_stride else ''}")
 
 
 def make_plan(p: Plan) -> dict:
@@ -102,7 +103,7 @@ def check_plan(p: Plan, kw: dict | None = None) -> None:
     kw = make_plan(p) if kw is None else kw
     before = {k: kw[k].clone() for k in ("miss_src", "miss_dst", "miss_count", "num_real_reqs")}
     ref_buffer = kw["device_buffer"].clone()
-    copy_planned(**kw, num_blocks=p.num_blocks, block_size=p.block_size)
+    copy_planned(**kw, num_blocks=p.num_blocks, tiles_per_request=p.tiles, block_size=p.block_size)
     torch.cuda.synchronize()
     reference(**{**kw, "device_buffer": ref_buffer})
     torch.cuda.synchronize()
@@ -127,6 +128,7 @@ def random_plans(count: int, seed0: int) -> list[Plan]:
             num_real=batch if rng.random() < 0.6 else rng.randint(0, batch),
             max_count=rng.choice([0, 1, 2, width // 3, width]),
             num_blocks=rng.choice([1, 8, 8, 8, 132]),
+            tiles=rng.choice([0, 0, 1, 3, 16]),
             block_size=rng.choice(BLOCK_SIZES_TESTED),
             host_offset=rng.choice([0, 0, 3, 8]),
             wide_stride=rng.random() < 0.3,
@@ -151,8 +153,17 @@ def test_upstream_shape_bs100_two_misses_each():
     check_plan(Plan(seed=100, batch=100, width=2048, item=576, num_real=100, max_count=2))
 
 
-def test_batch_64_with_782_misses_each():
-    check_plan(Plan(seed=64, batch=64, width=782, item=576, num_real=64, max_count=782))
+@pytest.mark.parametrize("tiles", [0, 16])
+def test_batch_64_with_782_misses_each(tiles):
+    check_plan(Plan(seed=64, batch=64, width=782, item=576, num_real=64, max_count=782, num_blocks=132, tiles=tiles))
+
+
+@pytest.mark.parametrize("tiles,num_blocks", [(1, 1), (7, 5), (2048, 132), (4096, 3)])
+def test_request_major_tasks_any_tiling(tiles, num_blocks):
+    # more tasks than entries (most tasks empty), fewer CTAs than tasks, one CTA for everything; a task's
+    # rows beyond one CTA's lists (tiles 1 with 1500 misses a request) take several rounds
+    check_plan(Plan(seed=tiles, batch=33, width=1500, item=656, num_real=31, max_count=1500,
+                    num_blocks=num_blocks, tiles=tiles))
 
 
 def test_zero_real_rows_copy_nothing():
@@ -175,6 +186,9 @@ def test_rejects_pageable_host_cache_and_bad_grid():
     kw = make_plan(Plan(seed=7, batch=2, width=4, item=32, num_real=2, max_count=4))
     with pytest.raises(InputError, match="num_blocks"):
         copy_planned(**kw, num_blocks=0)
+    for tiles in (-1, 65536, True):
+        with pytest.raises(InputError, match="tiles_per_request"):
+            copy_planned(**kw, tiles_per_request=tiles)
     with pytest.raises(InputError, match="block_size"):
         copy_planned(**kw, block_size=100)
     kw["host_cache"] = kw["host_cache"].clone()  # pageable CPU memory
@@ -201,7 +215,8 @@ def test_cuda_graph_replay_matches_eager():
         assert torch.equal(kw["device_buffer"], eager)
 
 
-def test_rows_outside_the_buffers_are_skipped_and_nothing_outside_is_written():
+@pytest.mark.parametrize("tiles", [0, 3])
+def test_rows_outside_the_buffers_are_skipped_and_nothing_outside_is_written(tiles):
     """Known issue 1 (docs/known-issues.md): a plan entry whose src or dst lies outside its buffer
     (-1 = "no row", as a swap records it, or any out-of-range value from a corrupted plan) is skipped
     by the kernel; the in-range entries are copied exactly as the reference copies them. The device
@@ -230,7 +245,7 @@ def test_rows_outside_the_buffers_are_skipped_and_nothing_outside_is_written():
     kw["device_buffer"] = backing[guard: guard + device_rows * item]
     before = backing.clone()
     kw["miss_src"], kw["miss_dst"] = src, dst
-    copy_planned(**kw)
+    copy_planned(**kw, tiles_per_request=tiles)
     torch.cuda.synchronize()
     assert torch.equal(backing[:guard], before[:guard]) and torch.equal(backing[-guard:], before[-guard:])
     # The reference's contract rejects out-of-range rows; give it the same plan with them as -1.

@@ -160,8 +160,9 @@ FUNCTIONS = [
      {"miss_src": None, "miss_dst": None, "miss_count": None, "pdl": None, "debug": False}),
     ("hisparse.kernels.reference.copy_planned", "copy_planned", PLANNED, {}),
     ("hisparse.kernels.validation.copy_planned", "check_copy_planned_inputs", PLANNED, {}),
-    ("hisparse.kernels.ops.copy_planned", "copy_planned", PLANNED + ["num_blocks", "block_size", "debug"],
-     {"num_blocks": 8, "block_size": 1024, "debug": False}),
+    ("hisparse.kernels.ops.copy_planned", "copy_planned", PLANNED + ["num_blocks", "tiles_per_request", "block_size",
+                                                                     "debug"],
+     {"num_blocks": 8, "tiles_per_request": 0, "block_size": 1024, "debug": False}),
     ("hisparse.kernels.validation.gather_floor", "check_gather_floor_inputs", GATHER, {}),
     ("hisparse.kernels.ops.gather_floor", "gather_floor", GATHER + ["num_blocks", "block_size", "loads_in_flight", "debug"],
      {"num_blocks": None, "block_size": 256, "loads_in_flight": 1, "debug": False}),
@@ -302,7 +303,9 @@ def test_single_step_grid_copy_launches_the_plan_only_swap_then_the_planned_copy
     (template, values), = copy_launch.calls
     assert template == (1024,)
     source = entry_parameters(_source("copy_planned"), "copy_planned_entry")
-    assert _names(values) == [{"item_size_bytes": 64, "num_blocks": 132}.get(n, n) for n in source]
+    # 132 CTAs at about 8 requests at a time: 16 tasks a request
+    assert _names(values) == [{"item_size_bytes": 64, "num_blocks": 132, "tiles_per_request": 16}.get(n, n)
+                              for n in source]
 
 
 @pytest.mark.parametrize("copy_blocks,record_plan,match", [

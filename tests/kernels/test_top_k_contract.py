@@ -38,7 +38,7 @@ def test_a_row_that_addresses_its_slots_ranges_over_the_slot_table():
         _check([[6, 4, 2]], [4], slot_table=[0])
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(7))
 def test_the_sanitizers_single_step_cases_are_within_the_contract(seed):
     # scripts/gpu_sanitize.py builds its own swap inputs; out of contract, the wrapper refuses them and
     # the sanitizer's "real" run fails before any kernel runs (as it did on the GPU, 2026-12-01). Here
@@ -46,7 +46,7 @@ def test_the_sanitizers_single_step_cases_are_within_the_contract(seed):
     from hisparse.kernels.reference.swap_single import swap_single_step
 
     mod = _sanitizer_script()
-    assert len(mod.SWAP_CASES) == 6
+    assert len(mod.SWAP_CASES) == 7
     item, plan, _, batch = mod.SWAP_CASES[seed]
     kw = mod._swap_case(item, plan, seed, device="cpu", batch=batch)
     assert kw["top_k_tokens"].shape[0] == batch
@@ -61,6 +61,15 @@ def test_the_sanitizer_runs_both_copies_of_the_single_step_swap():
 
     batches = {batch for _, _, grid, batch in _sanitizer_script().SWAP_CASES if grid == 0}
     assert any(b <= FLAT_COPY_MAX_BATCH for b in batches) and any(b > FLAT_COPY_MAX_BATCH for b in batches)
+
+
+def test_the_sanitizer_runs_the_grid_copy_with_one_and_several_tasks_a_request():
+    # the grid copy deals each request's plan over copy_blocks // GRID_COPY_REQUESTS tasks (at least one);
+    # one task a request and several take different paths through planned.cuh's request-major loop
+    from hisparse.kernels.ops.swap_single import grid_copy_tiles
+
+    tiles = {grid_copy_tiles(grid) for _, _, grid, _ in _sanitizer_script().SWAP_CASES if grid}
+    assert 1 in tiles and any(t > 1 for t in tiles)
 
 
 def _sanitizer_script():

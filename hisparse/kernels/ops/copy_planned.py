@@ -4,7 +4,8 @@ Replays a recorded miss plan into another layer's KV buffer (docs/semantics.md Â
 ``r < num_real_reqs[0]``, entries ``[0, miss_count[r])``, ``device_buffer[miss_dst[r, j]] <-
 host_cache[miss_src[r, j]]``, byte-exact for any item size. Same keyword-only arguments as
 :func:`hisparse.kernels.reference.copy_planned.copy_planned` plus ``num_blocks`` (grid size; small on purpose,
-the copy shares the GPU with attention), ``block_size`` and ``debug`` (one table: hisparse/kernels/signature.py). Returns None; no sync, no
+the copy shares the GPU with attention), ``tiles_per_request`` (0: rows round-robin over the grid's warps;
+t >= 1: request-major tasks, for the single-step swap's copy), ``block_size`` and ``debug`` (one table: hisparse/kernels/signature.py). Returns None; no sync, no
 allocation, torch's current stream (CUDA-graph capturable).
 """
 from __future__ import annotations
@@ -48,6 +49,7 @@ def copy_planned(a: Bound) -> None:
         raise InputError(f"miss_count: the CUDA planned copy needs the plan on a cuda device, got {a.miss_count.device} "
                          "(use hisparse.kernels.reference.copy_planned for CPU tensors)")
     check_int("num_blocks", a.num_blocks, lo=1, hi=limits.MAX_GRID_BLOCKS)
+    check_int("tiles_per_request", a.tiles_per_request, lo=0, hi=limits.MAX_GRID_BLOCKS)
     _check_block_size(a.block_size)
     check_kernel_item_size(a.item_size_bytes)
     if shape.batch == 0:

@@ -13,8 +13,8 @@ batch: a call of at most ``FLAT_COPY_MAX_BATCH`` requests copies each request's 
 over its CTA, a larger one a miss per warp (``flat_copy_for``).
 
 ``copy_blocks=n >= 1`` splits the call in two launches on the same stream: the swap records the plan
-without copying, then the planned copy (``csrc/include/hisparse/planned.cuh``) deals the plan's rows
-over n CTAs in request order. The swap kernel alone copies on one CTA per request, so on `bs` SMs; the
+without copying, then the planned copy (``csrc/include/hisparse/planned.cuh``) copies the plan over n
+CTAs in request-major tasks (``grid_copy_tiles``). The swap kernel alone copies on one CTA per request, so on `bs` SMs; the
 results are bit-identical. The second launch costs a few microseconds per step, so on H100 SXM nodes it
 paid only where one or two CTAs would copy everything (batch 1-2; docs/perf-notes.md, 2026-12-07). The
 harness times the default as ``lru_sequential`` and the split over one CTA per SM
@@ -55,6 +55,11 @@ _SMEM_OPTIN_FALLBACK = {9: 232448, 10: 232448, 8: 166912}
 # a837c3d: at batch 32 and 64 the flat copy was within the node's run-to-run spread (same file, the
 # entry on batch 32 and 64).
 FLAT_COPY_MAX_BATCH = 16
+
+# The grid copy (copy_blocks >= 1) copies the plan in request-major tasks, copy_blocks // this many per
+# request, so its CTAs at work at one time serve about this many consecutive requests: the span at which
+# the multi-step gather's request-major waves took 26-28% off decode batch 32-64 (csrc/swap_multi.cuh).
+GRID_COPY_REQUESTS = 8
 
 
 def flat_copy_for(batch: int) -> bool:
@@ -163,7 +168,7 @@ def swap_single_step(a: Bound) -> None:
         copy_planned.run_unchecked(miss_src=a.miss_src, miss_dst=a.miss_dst, miss_count=a.miss_count,
                                    num_real_reqs=a.num_real_reqs, host_cache=a.host_cache,
                                    device_buffer=a.device_buffer, item_size_bytes=a.item_size_bytes,
-                                   num_blocks=a.copy_blocks)
+                                   num_blocks=a.copy_blocks, tiles_per_request=grid_copy_tiles(a.copy_blocks))
 
 
 def grid_copy_blocks(device: torch.device | None = None) -> int:
@@ -171,6 +176,12 @@ def grid_copy_blocks(device: torch.device | None = None) -> int:
     ``device`` (default: the current one), a launch shape derived from the device."""
     index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
     return int(torch.cuda.get_device_properties(index).multi_processor_count)
+
+
+def grid_copy_tiles(copy_blocks: int) -> int:
+    """Tasks per request of the grid copy: enough that the CTAs at work at one time serve about
+    ``GRID_COPY_REQUESTS`` consecutive requests (planned.cuh, request-major tasks)."""
+    return max(1, copy_blocks // GRID_COPY_REQUESTS)
 
 
 def _check_copy_blocks(copy_blocks: object, record_plan: bool) -> bool:
