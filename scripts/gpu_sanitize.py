@@ -76,7 +76,7 @@ def build() -> int:
 
 # (item size, record_plan, copy_blocks, batch) of the single-step swap's real cases, the seed being the
 # index. Batch 4 copies flat, batch 20 a miss per warp (swap_single.flat_copy_for); the last two copy
-# over their own grid after a plan-only swap, in request-major tasks (1 and 4 a request).
+# over their own grid after a plan-only swap, in request-major tasks (1 and 8 a request).
 SWAP_CASES = [(576, True, 0, 4), (100, False, 0, 4), (656, True, 0, 4), (576, True, 0, 20), (100, False, 0, 20),
               (576, True, 5, 4), (576, True, 32, 20)]
 

@@ -303,8 +303,8 @@ def test_single_step_grid_copy_launches_the_plan_only_swap_then_the_planned_copy
     (template, values), = copy_launch.calls
     assert template == (1024,)
     source = entry_parameters(_source("copy_planned"), "copy_planned_entry")
-    # 132 CTAs at about 8 requests at a time: 16 tasks a request
-    assert _names(values) == [{"item_size_bytes": 64, "num_blocks": 132, "tiles_per_request": 16}.get(n, n)
+    # 132 CTAs at about 4 requests at a time: 33 tasks a request
+    assert _names(values) == [{"item_size_bytes": 64, "num_blocks": 132, "tiles_per_request": 33}.get(n, n)
                               for n in source]
 
 

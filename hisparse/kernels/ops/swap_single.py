@@ -16,7 +16,9 @@ over its CTA, a larger one a miss per warp (``flat_copy_for``).
 without copying, then the planned copy (``csrc/include/hisparse/planned.cuh``) copies the plan over n
 CTAs in request-major tasks (``grid_copy_tiles``). The swap kernel alone copies on one CTA per request, so on `bs` SMs; the
 results are bit-identical. The second launch costs a few microseconds per step, so on H100 SXM nodes it
-paid only where one or two CTAs would copy everything (batch 1-2; docs/perf-notes.md, 2026-12-07). The
+paid only where one or two CTAs would copy everything (batch 1-2; docs/perf-notes.md, 2026-12-07). On the
+H200 in the decode regime it takes batch 64 6% under the copy in the kernel, and loses 13-15% there warm
+(same file, request-major tasks), so the default stays the copy in the kernel. The
 harness times the default as ``lru_sequential`` and the split over one CTA per SM
 (``grid_copy_blocks``) as the opt-in ``lru_sequential_grid``, so the two copies are cases of one run.
 """
@@ -57,9 +59,12 @@ _SMEM_OPTIN_FALLBACK = {9: 232448, 10: 232448, 8: 166912}
 FLAT_COPY_MAX_BATCH = 16
 
 # The grid copy (copy_blocks >= 1) copies the plan in request-major tasks, copy_blocks // this many per
-# request, so its CTAs at work at one time serve about this many consecutive requests: the span at which
-# the multi-step gather's request-major waves took 26-28% off decode batch 32-64 (csrc/swap_multi.cuh).
-GRID_COPY_REQUESTS = 8
+# request, so its CTAs at work at one time serve about this many consecutive requests. A narrow span of
+# host pages in flight is what cold translations favour. On the H200, `serving` decode batch 64, one CTA
+# per SM (docs/perf-notes.md, 2026-12-07): 1 request 1019.7 us, 2 950.4, 4 933.2-979.6 (four runs), 8
+# 971.2, 16 1023.5, the plan's pairs round-robin over every warp 1087.6; at 4 the span holds ~800 rows
+# of a step's misses, so warm batch 64, where a wider span's loads in flight pay, lost 1.5-4% to 8.
+GRID_COPY_REQUESTS = 4
 
 
 def flat_copy_for(batch: int) -> bool:
