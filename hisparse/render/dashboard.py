@@ -30,7 +30,7 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.files import write_atomic
 from hisparse.render.plots import impl_style
-from hisparse.render.text import EVEN_MARK, host_text, modes_text
+from hisparse.render.text import EVEN_MARK, host_text, modes_text, wins
 from hisparse.results import axes as case_axes
 from hisparse.track.changes import change_words
 from hisparse.track.compare import PAIR_ALPHA
@@ -573,13 +573,10 @@ def _sglang_page(pairs: Sequence[Pair]) -> str:
         rows.append([_link(_bench_href(pr.ours), pr.ours.series.case_id), E(pr.ours.series.timing or "-"),
                      _link(_bench_href(pr.theirs), pr.theirs.series.case_id.split("/")[0]), cell,
                      str(len(values)), _ratio_spark(values)])
-    rated = [pr.latest for pr in pairs if pr.latest is not None]
-    faster = sum(1 for q in rated if q.differs and q.ratio < 1)
-    slower = sum(1 for q in rated if q.differs and q.ratio > 1)
-    ties = sum(1 for q in rated if q.tie)
+    faster, slower, rated, _ = wins(pr.latest for pr in pairs if pr.latest is not None)
     return _page("Ours vs sglang", (
         f'<p class="muted">{len(pairs)} pair(s); at the latest commit with both, ours faster in {faster} of '
-        f"{len(rated)}, slower in {slower}, not distinguishable in {ties} ({EVEN_MARK}: Mann-Whitney p >= "
+        f"{rated}, slower in {slower}, not distinguishable in {rated - faster - slower} ({EVEN_MARK}: Mann-Whitney p >= "
         f"{PAIR_ALPHA:g} on the two cases' samples, pooled over the commit's runs). ours/sglang = median time "
         "ours / median time sglang's (below 1: ours faster), per commit where both timed the case with the "
         "same timing settings. Click a column to sort.</p>"

@@ -18,6 +18,7 @@ environment differences (driver, torch, ...) are warnings.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hisparse import stats
@@ -136,14 +137,19 @@ class Pair:
         """Rated, but the samples do not tell the two kernels apart."""
         return self.ratio is not None and not self.differs
 
+    @classmethod
+    def of_samples(cls, ratio: float | None, ours: Sequence[float], theirs: Sequence[float]) -> Pair:
+        """The pair of a ratio and the two sides' samples (no p without a ratio or with a side empty)."""
+        if ratio is None or not ours or not theirs:
+            return cls(ratio)
+        return cls(ratio, stats.mann_whitney_u(ours, theirs).p_value)
+
 
 def pair_of(run: RunRecord, case) -> Pair:
     """Our ``case``'s pair in ``run`` (it must carry a ``counterpart_link``)."""
     link = case.counterpart_link
     theirs = run.case(link.case_id)
-    if link.ratio is None or theirs is None or not theirs.ok or not case.samples_us or not theirs.samples_us:
-        return Pair(link.ratio)
-    return Pair(link.ratio, stats.mann_whitney_u(case.samples_us, theirs.samples_us).p_value)
+    return Pair.of_samples(link.ratio, case.samples_us, theirs.samples_us if theirs is not None and theirs.ok else [])
 
 
 @dataclass(frozen=True)

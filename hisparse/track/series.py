@@ -125,16 +125,13 @@ def sglang_pairs(tracked: list[TrackedSeries]) -> list[Pair]:
         if theirs is None or s.case_id.startswith("sglang_"):
             continue
         mine = {p.commit: p for p in s.points if p.ok}
-        ratios = [(p.commit, stats.median(mine[p.commit].samples_us) / m) for p in theirs.series.points
-                  if p.ok and p.commit in mine for m in [stats.median(p.samples_us)] if m]
-        out.append(Pair(t, theirs, ratios, _latest_pair(mine, theirs.series.points, ratios)))
+        # (sglang's point, ours, ours / sglang) at each commit where both timed it, oldest first
+        rated = [(p, mine[p.commit], stats.median(mine[p.commit].samples_us) / m) for p in theirs.series.points
+                 if p.ok and p.commit in mine for m in [stats.median(p.samples_us)] if m]
+        ratios = [(p.commit, r) for p, _, r in rated]
+        latest = None
+        if rated:
+            p, ours, r = rated[-1]
+            latest = SamplesPair.of_samples(r, ours.samples_us, p.samples_us)
+        out.append(Pair(t, theirs, ratios, latest))
     return out
-
-
-def _latest_pair(mine: dict, their_points: list, ratios: list[tuple[str, float]]) -> SamplesPair | None:
-    if not ratios:
-        return None
-    commit, ratio = ratios[-1]
-    a = mine[commit].samples_us
-    b = next(p.samples_us for p in reversed(their_points) if p.ok and p.commit == commit)
-    return SamplesPair(ratio, stats.mann_whitney_u(a, b).p_value if a and b else None)

@@ -63,8 +63,8 @@ __device__ __forceinline__ int64_t warp_inclusive_scan(int64_t x, int lane) {
   return x;
 }
 
-// Loads in flight per thread in a task's flat copy: a task is a few rows (~20 of 576 B at the
-// serving miss rate, 16 tiles), fewer words than the CTA has threads, so one round covers it.
+// Loads in flight per thread in a task's flat copy: a task is a few rows (~6 of 576 B at the serving
+// miss rate, batch 64, 33 tiles), fewer words than the CTA has threads, so one round covers it.
 constexpr int kTaskInFlight = 2;
 
 // A row pair the replay copies: both rows inside their buffers (-1 = "no row"; anything else outside
