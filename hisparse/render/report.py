@@ -17,7 +17,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from hisparse.render.text import host_text, num, resume_text, run_header, run_table, table, vs_sglang_pairs, wins
+from hisparse.render.text import (faster_of, host_text, num, resume_text, run_header, run_table, table,
+                                  vs_sglang_pairs, wins)
 from hisparse.results import axes as case_axes
 from hisparse.results.model import CaseResult, RunRecord
 from hisparse.track.compare import PAIR_ALPHA
@@ -155,23 +156,19 @@ def translation_line(record: RunRecord) -> list[str]:
 
 def vs_sglang_line(record: RunRecord) -> list[str]:
     """How the run's ours/sglang pairs go, per regime where it has both (the tables hold the medians). A
-    pair counts as faster or slower only where the two cases' samples differ (``text.Pair``)."""
+    pair counts as faster or slower only where the two cases' samples differ (``compare.Pair``)."""
     by_regime = vs_sglang_pairs(record)
     if not by_regime:
         return []
 
-    def won(pairs: list) -> str:
-        faster, _, rated, _ = wins(pairs)
-        return f"{faster} of {rated}"
-
     every = [p for pairs in by_regime.values() for p in pairs]
     faster, slower, rated, untimed = wins(every)
-    split = f" ({', '.join(f'{name} {won(p)}' for name, p in by_regime.items())})" if len(by_regime) > 1 else ""
+    split = f" ({', '.join(f'{name} {faster_of(p)}' for name, p in by_regime.items())})" if len(by_regime) > 1 else ""
     even = rated - faster - slower
     rest = f", slower in {slower}" + (f", not distinguishable in {even} (Mann-Whitney p >= {PAIR_ALPHA:g} on the two "
                                       "cases' samples)" if even else "")
-    return [f"Against sglang's kernels, in the pairs where both were timed: ours faster in {won(every)}{split}{rest}"
-            + (f"; {untimed} pair(s) without sglang's time." if untimed else ".")]
+    return [f"Against sglang's kernels, in the pairs where both were timed: ours faster in {faster} of {rated}"
+            + split + rest + (f"; {untimed} pair(s) without sglang's time." if untimed else ".")]
 
 
 def not_timed(failed: list[CaseResult]) -> list[str]:

@@ -225,6 +225,12 @@ def wins(pairs: Iterable[Pair]) -> tuple[int, int, int, int]:
             len(rated), len(pairs) - len(rated))
 
 
+def faster_of(pairs: Iterable[Pair]) -> str:
+    """"3 of 5": the pairs ours wins (``wins``) of those rated."""
+    faster, _, rated, _ = wins(pairs)
+    return f"{faster} of {rated}"
+
+
 def faster_line(pairs: Iterable[Pair], what: str = "pairs") -> str:
     """"ours faster in 3 of 5 pairs, slower in 1, not distinguishable in 1" (+ "; 1 without a ratio")."""
     faster, slower, rated, untimed = wins(pairs)
@@ -324,11 +330,7 @@ def compare_pairs_table(pairs: Sequence[Any]) -> str:
             for p in shown]
     untimed = len(pairs) - len(shown)
 
-    def faster(side: list[Pair]) -> str:
-        won, _, rated, _ = wins(side)
-        return f"{won} of {rated}"
-
-    foot = (f"ours faster in A: {faster([p.pair_a for p in shown])} pairs, in B: {faster([p.pair_b for p in shown])}"
+    foot = (f"ours faster in A: {faster_of(p.pair_a for p in shown)} pairs, in B: {faster_of(p.pair_b for p in shown)}"
             + (f"; {untimed} pair(s) sglang timed in neither run" if untimed else ""))
     return ("ours vs sglang (ours/sglang median, < 1: ours faster):\n"
             + (table(["ours", "A", "B"], rows) + "\n" if rows else "") + foot + ("\n" + EVEN_NOTE if even else ""))

@@ -60,10 +60,9 @@ FLAT_COPY_MAX_BATCH = 16
 
 # The grid copy (copy_blocks >= 1) copies the plan in request-major tasks, copy_blocks // this many per
 # request, so its CTAs at work at one time serve about this many consecutive requests. A narrow span of
-# host pages in flight is what cold translations favour. On the H200, `serving` decode batch 64, one CTA
-# per SM (docs/perf-notes.md, 2026-12-07): 1 request 1019.7 us, 2 950.4, 4 933.2-979.6 (four runs), 8
-# 971.2, 16 1023.5, the plan's pairs round-robin over every warp 1087.6; at 4 the span holds ~800 rows
-# of a step's misses, so warm batch 64, where a wider span's loads in flight pay, lost 1.5-4% to 8.
+# host pages in flight is what cold translations favour; a wider one holds more loads in flight, which
+# the warm regime favours. 4 comes from a sweep of spans 1-16 on the H200 at `serving` decode batch 64,
+# one CTA per SM (docs/perf-notes.md, 2026-12-07, request-major tasks, where its figures are).
 GRID_COPY_REQUESTS = 4
 
 
