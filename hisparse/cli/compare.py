@@ -75,11 +75,14 @@ def compare(ctx: click.Context, run_a: str, run_b: str, threshold: float, alpha:
             click.echo(warning, err=True)
     judged = ch.judged(rows, all_implementations=judge_sglang)
     regressed = [c.case_id for c in judged if c.verdict.regressed]
+    with_floor = sum(c.verdict.regressed and c.moved_with_floor for c in judged)
     broken = [c.case_id for c in judged if c.verdict.newly_failed]
     info = [c.case_id for c in rows if not (c.ours or judge_sglang) and (c.verdict.regressed or c.verdict.newly_failed)]
     if "-" not in (json_out, csv_out):
         if regressed:
-            click.echo(f"REGRESSION: {len(regressed)} case(s) slower beyond the threshold: " + ", ".join(regressed))
+            click.echo(f"REGRESSION: {len(regressed)} case(s) slower beyond the threshold"
+                       + (f" ({with_floor} with their own gather floor: `floor B/A`)" if with_floor else "")
+                       + ": " + ", ".join(regressed))
         if broken:
             click.echo(f"FAILED IN B: {len(broken)} case(s) timed in A fail in B: " + ", ".join(broken))
         if info:

@@ -104,10 +104,13 @@ def _print(report, b, h, c, *, noise_cases: int, inject: float, min_runs: int, v
         click.echo(f"note: {len(report.no_history)} case(s) have fewer than {min_runs} earlier runs here: gated with "
                    f"the {report.no_history_floor:.1%} floor that two re-runs of one tree pass (compare's; "
                    "docs/regression.md), within-run noise and the re-run spread, until history accumulates")
+    from hisparse.track.compare import case_floor_step
+
     colour = use_colour()
     for d in report.decisions:
         if d.status != "pass" or d.first.status != "unchanged" or verbose:
-            click.echo(text.gate_line(d, colour=colour))
+            step = case_floor_step(b.record, h.record, d.final.case_id)
+            click.echo(text.gate_line(d, colour=colour) + text.floor_step_note(step, "between base and head"))
     for case_id in report.newly_failed:
         click.echo(f"{'newly failed':12s} {case_id}")
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from hisparse import stats
 from hisparse.files import write_atomic
 from hisparse.render.plots import impl_style
-from hisparse.render.text import EVEN_MARK, host_text, modes_text, wins
+from hisparse.render.text import EVEN_MARK, floor_step_note, host_text, modes_text, wins
 from hisparse.results import axes as case_axes
 from hisparse.track.changes import change_words
 from hisparse.track.compare import PAIR_ALPHA
@@ -311,8 +311,7 @@ def _change_text(t: TrackedSeries, c: ChangePoint) -> str:
 
 def node_note(step: float | None) -> str:
     """What a change point says when the case's gather floor stepped at the same commit."""
-    return (f"; its gather floor moved {step:.2f}x at the same commit: the node, the case's rows or the floor "
-            "changed too, not only the kernels") if step else ""
+    return floor_step_note(step, "at the same commit")
 
 
 def _floor_step_cell(step: float | None) -> str:

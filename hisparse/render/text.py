@@ -378,12 +378,13 @@ def compare_report(rows: Sequence[Change], means: Sequence[GeoMean], *, threshol
         v = c.verdict
         ci = "-" if v.ci_low is None else f"[{num(v.ci_low, '.3f')}, {num(v.ci_high, '.3f')}]"
         body.append([c.case_id, us(v.base_median), us(v.head_median), change_words(c.ratio), ci,
-                     pct(c.noise_a), pct(c.noise_b), num(v.p_value, ".2g"),
-                     v.status + ("" if c.ours else " (sglang's: information)") + (f" ({v.note})" if v.note else "")])
+                     num(c.floor_ratio, ".3f"), pct(c.noise_a), pct(c.noise_b), num(v.p_value, ".2g"),
+                     v.status + ("" if c.ours else " (sglang's: information)") + (f" ({v.note})" if v.note else "")
+                     + (" (floor moved)" if c.moved_with_floor else "")])
     parts = []
     if body:
-        parts.append(table(["case", "A us", "B us", "change", "B/A 95% CI", "noise A", "noise B", "p", "verdict"],
-                           body, "lrrrrrrrl", [_change_colour(c, colour) for c in shown]))
+        parts.append(table(["case", "A us", "B us", "change", "B/A 95% CI", "floor B/A", "noise A", "noise B", "p",
+                            "verdict"], body, "lrrrrrrrrl", [_change_colour(c, colour) for c in shown]))
     hidden = len(rows) - len(shown)
     if hidden:
         parts.append(f"{hidden} case(s) hidden: not significant (-v shows them)")
@@ -393,10 +394,32 @@ def compare_report(rows: Sequence[Change], means: Sequence[GeoMean], *, threshol
             [[m.implementation + ("" if m.ours else " (sglang)"), m.workload, m.regime, str(m.cases),
               num(m.ratio, ".3f"), change_words(m.ratio)] for m in means], "lllrrl"))
     parts.append(_verdict_footer([c.verdict for c in rows], threshold=threshold, alpha=alpha)
-                 + "; noise = IQR / median of each run's samples")
+                 + "; floor B/A = the case's bare gather of its rows, B's over A's; noise = IQR / median of each "
+                 "run's samples")
+    step_footer = floor_step_footer(rows)
+    if step_footer:
+        parts.append(step_footer)
     if pairs:
         parts.append(compare_pairs_table(pairs))
     return "\n\n".join(parts)
+
+
+def floor_step_note(step: float | None, where: str) -> str:
+    """"" or what a change says when the case's own gather floor moved beyond compare's floor with it
+    (``where``: "at the same commit", "between the runs")."""
+    return (f"; its gather floor moved {step:.2f}x {where}: the node, the case's rows or the floor "
+            "changed too, not only the kernels") if step else ""
+
+
+def floor_step_footer(rows: Sequence[Change]) -> str:
+    """"" or how many of the changed cases' own gather floors moved beyond compare's floor with them,
+    in the direction of the change: those are read against their floor, not as the kernels' change."""
+    changed = [c for c in rows if c.verdict.status in ("regressed", "improved")]
+    along = [c for c in changed if c.moved_with_floor]
+    if not along:
+        return ""
+    return (f"{len(along)} of the {len(changed)} changed case(s) have a gather floor that moved the same way "
+            "beyond the threshold (column `floor B/A`): the node or the rows moved them, at least in part")
 
 
 def noisy_warning(rows: Sequence[Change], threshold: float) -> str:

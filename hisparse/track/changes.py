@@ -1,6 +1,7 @@
 """compare's verdicts as pyperf's ``compare_to`` reads them: per case "1.08x slower" / "1.05x faster",
 whose implementation it is (ours, or sglang's counterpart: information only), each side's relative
-noise (IQR / median), and the geometric mean of B/A per implementation, workload and layer regime.
+noise (IQR / median), how far the case's own gather floor moved, and the geometric mean of B/A per
+implementation, workload and layer regime.
 Returns data only: render/text.py formats it, cli/compare.py prints it and decides the exit status.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from hisparse.results import axes
 from hisparse.results.model import RunRecord
 from hisparse.track import policy as pol
+from hisparse.track.compare import floor_step, gather_floor_of
 
 SORTS = ("case", "change")
 
@@ -27,6 +29,8 @@ class Change:
     ours: bool
     noise_a: float | None  # IQR / median of A's samples
     noise_b: float | None
+    floor_a: float | None = None  # the case's bare gather of its rows (floor.gather_floor_us), us
+    floor_b: float | None = None
 
     @property
     def case_id(self) -> str:
@@ -36,6 +40,24 @@ class Change:
     def ratio(self) -> float | None:
         r = self.verdict.ratio
         return r if r is not None and math.isfinite(r) and r > 0 else None
+
+    @property
+    def floor_ratio(self) -> float | None:
+        """B's gather floor over A's for this case: the node's (or the rows') part of the change."""
+        a, b = self.floor_a, self.floor_b
+        return b / a if a and b and a > 0 and b > 0 else None
+
+    @property
+    def floor_step(self) -> float | None:
+        """``floor_ratio`` where it lies beyond compare's floor (track.compare.floor_step), else None."""
+        return floor_step(self.floor_a, self.floor_b)
+
+    @property
+    def moved_with_floor(self) -> bool:
+        """Regressed or improved, with the case's floor stepped (``floor_step``) the same way."""
+        step, r = self.floor_step, self.ratio
+        return (self.verdict.status in (pol.REGRESSED, pol.IMPROVED) and step is not None and r is not None
+                and (step > 1) == (r > 1))
 
     @property
     def shown(self) -> bool:
@@ -53,7 +75,8 @@ class Change:
                 "regime": self.regime, "ours": self.ours, "status": v.status, "a_median_us": v.base_median,
                 "b_median_us": v.head_median, "ratio": self.ratio, "change": change_words(self.ratio),
                 "ci_low": v.ci_low, "ci_high": v.ci_high, "p_value": v.p_value, "threshold": v.threshold,
-                "a_noise": self.noise_a, "b_noise": self.noise_b, "note": v.note}
+                "a_noise": self.noise_a, "b_noise": self.noise_b, "a_floor_us": self.floor_a,
+                "b_floor_us": self.floor_b, "floor_ratio": self.floor_ratio, "note": v.note}
 
 
 @dataclass(frozen=True)
@@ -88,7 +111,7 @@ def changes(verdicts: list[pol.Verdict], run_a: RunRecord, run_b: RunRecord) -> 
         ca, cb = run_a.case(v.case_id), run_b.case(v.case_id)
         impl = axes.implementation(ca)
         out.append(Change(v, impl, axes.workload(ca), axes.regime(ca.params), axes.is_ours(impl),
-                          _noise(ca), _noise(cb)))
+                          _noise(ca), _noise(cb), gather_floor_of(ca), gather_floor_of(cb)))
     return out
 
 
@@ -129,4 +152,5 @@ def noisy(rows: list[Change], threshold: float) -> list[Change]:
 
 
 CSV_COLUMNS = ("case_id", "implementation", "workload", "regime", "ours", "status", "a_median_us", "b_median_us",
-               "ratio", "change", "ci_low", "ci_high", "p_value", "threshold", "a_noise", "b_noise", "note")
+               "ratio", "change", "ci_low", "ci_high", "p_value", "threshold", "a_noise", "b_noise", "a_floor_us",
+               "b_floor_us", "floor_ratio", "note")

@@ -249,6 +249,25 @@ def _case_shift(run_a: RunRecord, run_b: RunRecord, name: str, value) -> FloorSh
     return FloorShift(name, math.exp(sum(logs) / len(logs)), len(logs)) if logs else None
 
 
+def gather_floor_of(case) -> float | None:
+    """A timed case's bare gather of its rows (``floor.gather_floor_us``), us; None when it has none."""
+    return (case.floor or {}).get("gather_floor_us") if case is not None and case.ok else None
+
+
+def floor_step(floor_a: float | None, floor_b: float | None) -> float | None:
+    """B's floor over A's for one case where it moved beyond compare's floor (``floor_moved``), else None.
+    A case whose own floor moved as much as it did changed with the node or its rows, not with the
+    kernels alone: nodes of one GPU model gather the same rows at different rates (docs/regression.md)."""
+    if not (floor_a and floor_b and floor_a > 0 and floor_b > 0):
+        return None
+    return floor_b / floor_a if floor_moved(floor_b / floor_a) else None
+
+
+def case_floor_step(run_a: RunRecord, run_b: RunRecord, case_id: str) -> float | None:
+    """``floor_step`` of one case's gather floor between two runs."""
+    return floor_step(gather_floor_of(run_a.case(case_id)), gather_floor_of(run_b.case(case_id)))
+
+
 def _floor(key: str):
     return lambda case: (case.floor or {}).get(key)
 

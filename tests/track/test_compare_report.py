@@ -23,13 +23,14 @@ from hisparse.track.compare import compare
 BASE = [100.0 + 0.1 * i for i in range(10)]
 
 
-def _case(case_id, scale, *, impl=None, spread=1.0, layers=None):
+def _case(case_id, scale, *, impl=None, spread=1.0, layers=None, gather_floor=None):
     impl = impl or case_id.split("/")[0]
     wp = {"layers": layers} if layers else {}
     samples = [100.0 * scale + spread * 0.1 * i * scale for i in range(10)]
     return CaseResult(case_id=case_id, params={"implementation": impl, "workload": case_id.split("/")[1],
                                                "workload_params": wp},
-                      status="ok", samples_us=tuple(samples))
+                      status="ok", samples_us=tuple(samples),
+                      floor={"gather_floor_us": gather_floor} if gather_floor else None)
 
 
 def _run(run_id, cases):
@@ -173,3 +174,49 @@ def test_cli_sort_and_verbose(tmp_path):
     order = [line.split("|")[1].strip() for line in out.splitlines()
              if line.startswith("| ") and "/" in line.split("|")[1] and "B/A" not in line][:5]
     assert order[0] == "sglang_multi_step/serving/b1" and order[-1] == "multi_step/serving/b1/layers=4"
+
+
+def _floor_pair():
+    """Four cases 10% slower or faster in B: "node" with its gather floor 60 -> 66 us (moved with it),
+    "kernel" with its floor unchanged, "opposite" faster while its floor rose, "nofloor" without one."""
+    a = _run("A", [_case("multi_step/serving/node", 1.0, gather_floor=60.0),
+                   _case("multi_step/serving/kernel", 1.0, gather_floor=60.0),
+                   _case("multi_step/serving/opposite", 1.0, gather_floor=60.0),
+                   _case("multi_step/serving/nofloor", 1.0)])
+    b = _run("B", [_case("multi_step/serving/node", 1.10, gather_floor=66.0),
+                   _case("multi_step/serving/kernel", 1.10, gather_floor=60.3),
+                   _case("multi_step/serving/opposite", 1 / 1.10, gather_floor=66.0),
+                   _case("multi_step/serving/nofloor", 1.10)])
+    return a, b
+
+
+def test_each_row_shows_how_far_its_own_gather_floor_moved():
+    a, b = _floor_pair()
+    by = {r.case_id: r for r in ch.changes(compare(a, b), a, b)}
+    assert by["multi_step/serving/node"].floor_ratio == pytest.approx(1.1)
+    assert by["multi_step/serving/node"].moved_with_floor
+    assert by["multi_step/serving/kernel"].floor_ratio == pytest.approx(1.005)
+    assert by["multi_step/serving/kernel"].floor_step is None and not by["multi_step/serving/kernel"].moved_with_floor
+    assert by["multi_step/serving/opposite"].floor_step == pytest.approx(1.1)
+    assert not by["multi_step/serving/opposite"].moved_with_floor  # faster while its floor rose
+    assert by["multi_step/serving/nofloor"].floor_ratio is None
+    out = text.compare_report(list(by.values()), [], threshold=0.05, alpha=0.01)
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if "multi_step/serving/" in line}
+    assert "1.100" in rows["multi_step/serving/node"] and "regressed (floor moved)" in rows["multi_step/serving/node"]
+    assert "1.005" in rows["multi_step/serving/kernel"] and "floor moved" not in rows["multi_step/serving/kernel"]
+    assert "floor moved" not in rows["multi_step/serving/opposite"]
+    assert "1 of the 4 changed case(s) have a gather floor that moved the same way" in out
+
+
+def test_cli_counts_the_regressions_that_moved_with_their_floor_and_exports_the_floors(tmp_path):
+    a, b = _floor_pair()
+    fa, fb = str(write_run(a, tmp_path / "a.json")), str(write_run(b, tmp_path / "b.json"))
+    r = CliRunner().invoke(main, ["compare", fa, fb], env={"NO_COLOR": "1"})
+    # node, kernel and nofloor are 10% slower; only node's floor moved with it. The verdict is unchanged.
+    assert r.exit_code == 1
+    assert "REGRESSION: 3 case(s) slower beyond the threshold (1 with their own gather floor: `floor B/A`)" in r.output
+    out = tmp_path / "c.json"  # a file: the floor-shift warning goes to stderr, which click < 8.2 mixes in
+    assert CliRunner().invoke(main, ["compare", fa, fb, "--json", str(out)]).exit_code == 1
+    doc = json.loads(out.read_text())
+    node = {c["case_id"]: c for c in doc["cases"]}["multi_step/serving/node"]
+    assert (node["a_floor_us"], node["b_floor_us"]) == (60.0, 66.0) and node["floor_ratio"] == pytest.approx(1.1)

@@ -146,6 +146,9 @@ def test_gate_warns_when_the_head_node_gathers_slower_and_writes_it_to_the_gate_
     line = ("warning: the bare gather floor takes 1.40x the base's time in the head (geometric mean over 2 "
             "case(s)): the nodes, the cases' rows or the floor's own code differ")
     assert r.exit_code == 4 and line in r.output  # a warning, not a verdict: the cases are still suspect
+    # each suspect case's line says its own floor moved too (14 / 10 us)
+    suspects = [ln for ln in r.output.splitlines() if ln.startswith("suspect")]
+    assert len(suspects) == 2 and all("its gather floor moved 1.40x between base and head" in ln for ln in suspects)
     assert json.loads(out.read_text())["warnings"] == [line.removeprefix("warning: ") + (
         ", so each case's change mixes that with the kernels'; compare each case against its floor "
         "(`/ gather floor`), or runs of one node")]
