@@ -93,6 +93,7 @@ def _print_missing(report) -> None:
 def _print(report, b, h, c, *, noise_cases: int, inject: float, min_runs: int, verbose: bool) -> None:
     from hisparse.cli._style import use_colour
     from hisparse.render import text
+    from hisparse.track.compare import case_floor_step
 
     if inject:
         click.echo(f"*** TEST HOOK: HISPARSE_INJECT_SLOWDOWN={inject}: head samples x {1 + inject:.3f} ***")
@@ -104,8 +105,6 @@ def _print(report, b, h, c, *, noise_cases: int, inject: float, min_runs: int, v
         click.echo(f"note: {len(report.no_history)} case(s) have fewer than {min_runs} earlier runs here: gated with "
                    f"the {report.no_history_floor:.1%} floor that two re-runs of one tree pass (compare's; "
                    "docs/regression.md), within-run noise and the re-run spread, until history accumulates")
-    from hisparse.track.compare import case_floor_step
-
     colour = use_colour()
     for d in report.decisions:
         if d.status != "pass" or d.first.status != "unchanged" or verbose:

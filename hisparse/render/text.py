@@ -9,6 +9,7 @@ from typing import Any
 from hisparse import stats
 from hisparse.results import axes, metadata
 from hisparse.track.changes import Change, GeoMean, change_words
+from hisparse.track.policy import IMPROVED, REGRESSED
 from hisparse.track.compare import PAIR_ALPHA, Pair, pair_of, within
 from hisparse.results.model import RunRecord, reread_share
 
@@ -414,7 +415,7 @@ def floor_step_note(step: float | None, where: str) -> str:
 def floor_step_footer(rows: Sequence[Change]) -> str:
     """"" or how many of the changed cases' own gather floors moved beyond compare's floor with them,
     in the direction of the change: those are read against their floor, not as the kernels' change."""
-    changed = [c for c in rows if c.verdict.status in ("regressed", "improved")]
+    changed = [c for c in rows if c.verdict.status in (REGRESSED, IMPROVED)]
     along = [c for c in changed if c.moved_with_floor]
     if not along:
         return ""

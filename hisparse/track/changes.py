@@ -13,7 +13,7 @@ from typing import Any
 from hisparse.results import axes
 from hisparse.results.model import RunRecord
 from hisparse.track import policy as pol
-from hisparse.track.compare import floor_step, gather_floor_of
+from hisparse.track.compare import floor_ratio, floor_step, gather_floor_of
 
 SORTS = ("case", "change")
 
@@ -44,8 +44,7 @@ class Change:
     @property
     def floor_ratio(self) -> float | None:
         """B's gather floor over A's for this case: the node's (or the rows') part of the change."""
-        a, b = self.floor_a, self.floor_b
-        return b / a if a and b and a > 0 and b > 0 else None
+        return floor_ratio(self.floor_a, self.floor_b)
 
     @property
     def floor_step(self) -> float | None:

@@ -243,24 +243,28 @@ def _case_shift(run_a: RunRecord, run_b: RunRecord, name: str, value) -> FloorSh
         case_b = run_b.case(case_a.case_id)
         if case_b is None or not (case_a.ok and case_b.ok):
             continue
-        fa, fb = value(case_a), value(case_b)
-        if fa and fb and min(fa, fb) > 0:
-            logs.append(math.log(fb / fa))
+        r = floor_ratio(value(case_a), value(case_b))
+        if r is not None:
+            logs.append(math.log(r))
     return FloorShift(name, math.exp(sum(logs) / len(logs)), len(logs)) if logs else None
+
+
+def floor_ratio(floor_a: float | None, floor_b: float | None) -> float | None:
+    """B's floor over A's; None unless both are known and positive."""
+    return floor_b / floor_a if floor_a and floor_b and floor_a > 0 and floor_b > 0 else None
 
 
 def gather_floor_of(case) -> float | None:
     """A timed case's bare gather of its rows (``floor.gather_floor_us``), us; None when it has none."""
-    return (case.floor or {}).get("gather_floor_us") if case is not None and case.ok else None
+    return _floor("gather_floor_us")(case) if case is not None and case.ok else None
 
 
 def floor_step(floor_a: float | None, floor_b: float | None) -> float | None:
     """B's floor over A's for one case where it moved beyond compare's floor (``floor_moved``), else None.
     A case whose own floor moved as much as it did changed with the node or its rows, not with the
     kernels alone: nodes of one GPU model gather the same rows at different rates (docs/regression.md)."""
-    if not (floor_a and floor_b and floor_a > 0 and floor_b > 0):
-        return None
-    return floor_b / floor_a if floor_moved(floor_b / floor_a) else None
+    r = floor_ratio(floor_a, floor_b)
+    return r if r is not None and floor_moved(r) else None
 
 
 def case_floor_step(run_a: RunRecord, run_b: RunRecord, case_id: str) -> float | None:
