@@ -9,8 +9,8 @@ from typing import Any
 from hisparse import stats
 from hisparse.results import axes, metadata
 from hisparse.track.changes import Change, GeoMean, change_words
-from hisparse.track.policy import IMPROVED, REGRESSED
 from hisparse.track.compare import PAIR_ALPHA, Pair, pair_of, within
+from hisparse.track.policy import IMPROVED, REGRESSED
 from hisparse.results.model import RunRecord, reread_share
 
 REFERENCE_NOTE = ("NOTE: backend 'reference': times are PyTorch-reference times on the CPU, not kernel "
@@ -407,7 +407,7 @@ def compare_report(rows: Sequence[Change], means: Sequence[GeoMean], *, threshol
 
 def floor_step_note(step: float | None, where: str) -> str:
     """"" or what a change says when the case's own gather floor moved beyond compare's floor with it
-    (``where``: "at the same commit", "between the runs")."""
+    (``where``: "at the same commit", "between base and head")."""
     return (f"; its gather floor moved {step:.2f}x {where}: the node, the case's rows or the floor "
             "changed too, not only the kernels") if step else ""
 

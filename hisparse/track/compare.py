@@ -251,7 +251,7 @@ def _case_shift(run_a: RunRecord, run_b: RunRecord, name: str, value) -> FloorSh
 
 def floor_ratio(floor_a: float | None, floor_b: float | None) -> float | None:
     """B's floor over A's; None unless both are known and positive."""
-    return floor_b / floor_a if floor_a and floor_b and floor_a > 0 and floor_b > 0 else None
+    return floor_b / floor_a if floor_a is not None and floor_b is not None and min(floor_a, floor_b) > 0 else None
 
 
 def gather_floor_of(case) -> float | None:

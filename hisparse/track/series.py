@@ -15,7 +15,7 @@ from hisparse import stats
 from hisparse.track import changepoint
 from hisparse.track.changepoint import ChangePoint
 from hisparse.track.compare import Pair as SamplesPair
-from hisparse.track.compare import floor_moved
+from hisparse.track.compare import floor_step
 from hisparse.track.history import RunFile, Series, build_series, order_commits, scan_runs, timing_key
 
 REGRESSION = changepoint.REGRESSION
@@ -52,11 +52,11 @@ class TrackedSeries:
 
     def gather_floor_step(self, c: ChangePoint) -> float | None:
         """The gather floor at the change's first commit over the one before it (the nearest recorded on
-        each side), where it moved beyond compare's floor (``floor_moved``); else None. A change point with
+        each side), where it moved beyond compare's floor (track.compare.floor_step); else None. A change point with
         such a step is not the kernels' alone: the node, the case's rows or the floor moved with it."""
         after = next((f for f in self.gather_floor_us[c.index:] if f), None)
         before = next((f for f in reversed(self.gather_floor_us[:c.index]) if f), None)
-        return after / before if after and before and floor_moved(after / before) else None
+        return floor_step(before, after)
 
 
 @dataclass
